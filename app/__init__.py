@@ -1,0 +1,1 @@
+"""ctxgate: a context-assembly gateway for AI agents."""

@@ -1,0 +1,336 @@
+"""Domain values shared by every pipeline stage.
+
+All values are frozen, slotted, keyword-only dataclasses: a stage receives values and
+returns new values, never mutates its input. Nothing here imports a framework or does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum, StrEnum
+from typing import Any
+
+FrozenDC = dataclass(frozen=True, slots=True, kw_only=True)
+
+
+class DataLevel(IntEnum):
+    """Data classification, lowest to highest. Comparable: ``PUBLIC < SECRET``."""
+
+    PUBLIC = 0
+    INTERNAL = 1
+    CONFIDENTIAL = 2
+    SECRET = 3
+
+    @classmethod
+    def parse(cls, name: str) -> DataLevel:
+        return cls[name.upper()]
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Role(StrEnum):
+    RUNTIME = "runtime"
+    OPS = "ops"
+    ADMIN = "admin"
+
+
+class Trust(StrEnum):
+    """How a segment may be used. Ordered from most to least authoritative in TRUST_RANK."""
+
+    SYSTEM = "system"
+    REVIEWED = "reviewed"
+    CURATED = "curated"
+    EVIDENCE = "evidence"
+    UNTRUSTED = "untrusted"
+    INFERRED = "inferred"
+
+
+TRUST_RANK: dict[Trust, int] = {
+    Trust.SYSTEM: 0,
+    Trust.REVIEWED: 1,
+    Trust.CURATED: 2,
+    Trust.EVIDENCE: 3,
+    Trust.UNTRUSTED: 4,
+    Trust.INFERRED: 5,
+}
+
+
+class Section(StrEnum):
+    """Envelope sections in compile order: stable prefix first so prompt caches hit."""
+
+    STABLE = "stable"
+    SESSION = "session"
+    DYNAMIC = "dynamic"
+
+
+SECTION_ORDER: tuple[Section, ...] = (Section.STABLE, Section.SESSION, Section.DYNAMIC)
+
+
+class Kind(StrEnum):
+    INSTRUCTION = "instruction"
+    MEMORY = "memory"
+    TASK_STATE = "task_state"
+    SESSION = "session"
+    TOOL_RESULT = "tool_result"
+    RETRIEVAL = "retrieval"
+    QUERY = "query"
+
+
+class Layer(StrEnum):
+    """The memory layer a candidate was collected from."""
+
+    TURN = "turn"
+    SESSION = "session"
+    TASK = "task"
+    TEAM = "team"
+    USER = "user"
+    KNOWLEDGE = "knowledge"
+
+
+class DropLayer(StrEnum):
+    """The stage that dropped a candidate; the manifest counts drops per layer."""
+
+    PERMISSION = "permission"
+    SAFETY = "safety"
+    RELEVANCE = "relevance"
+    DEDUPE = "dedupe"
+    BUDGET = "budget"
+
+
+@FrozenDC
+class Principal:
+    """The authenticated caller, resolved from the API key — never from the body."""
+
+    key_id: str
+    tenant_id: str
+    role: Role
+    max_data_level: DataLevel
+    domains: tuple[str, ...] | None  # None: every domain of the tenant
+
+
+@FrozenDC
+class Budget:
+    max_tokens: int
+    reserve_output: int
+
+
+@FrozenDC
+class TurnRequest:
+    """What the body of POST /v1/context asks for, already shape-validated at the edge."""
+
+    turn_id: str
+    session_id: str | None
+    task_id: str | None
+    user_id: str
+    groups: tuple[str, ...]
+    domain: str | None
+    data_level: DataLevel
+    query: str
+    query_embedding: tuple[float, ...] | None
+    budget: Budget
+    redaction_profile: str | None
+
+
+@FrozenDC
+class Scope:
+    """Identity and scope of one turn: what every guard and query is bounded by."""
+
+    tenant_id: str
+    key_id: str
+    user_id: str
+    groups: tuple[str, ...]
+    domain: str | None
+    data_level: DataLevel
+    session_id: str | None
+    task_id: str | None
+
+
+@FrozenDC
+class Acl:
+    """Who may read a candidate inside its tenant. ``whole_tenant`` is the explicit null ACL."""
+
+    whole_tenant: bool
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+
+@FrozenDC
+class Freshness:
+    observed_at: datetime | None = None
+    expires_at: datetime | None = None
+    revision: str | None = None
+
+
+@FrozenDC
+class Candidate:
+    """Something that might enter the envelope, with every label the guards need.
+
+    A label left ``None`` is *unknown*, and the permission guard denies unknowns (fail closed).
+    """
+
+    ref: str
+    kind: Kind
+    layer: Layer
+    section: Section
+    role: str  # "system" | "user" | "assistant" | "tool"
+    content: str
+    tenant_id: str | None
+    origin: str
+    trust: Trust
+    sensitivity: DataLevel | None
+    acl: Acl | None
+    owner_user_id: str | None = None  # for user-scoped layers (session, user memory, task)
+    domain: str | None = None
+    freshness: Freshness = field(default_factory=Freshness)
+    tokens: int = 0
+    priority: int = 50  # higher survives the budget first
+    never_compress: bool = False
+    scores: tuple[tuple[str, int], ...] = ()  # (ranker name, 1-based rank) pairs
+    score: float = 0.0  # fused relevance, set by the relevance guard
+    reason: str = ""
+    seq: int | None = None  # position in the session, for session events
+    meta: tuple[tuple[str, str], ...] = ()  # small renderer hints (e.g. call_id, tool name)
+
+    def meta_value(self, key: str) -> str | None:
+        for k, v in self.meta:
+            if k == key:
+                return v
+        return None
+
+
+@FrozenDC
+class Drop:
+    """One candidate the pipeline left out, and why, in machine words."""
+
+    ref: str
+    kind: Kind
+    layer: DropLayer
+    type: str  # e.g. "dropped.permission.acl", "dropped.budget.section_full"
+    reason: str
+
+
+@FrozenDC
+class Segment:
+    """A piece of the compiled envelope. ``candidate`` keeps the provenance for the manifest."""
+
+    id: str
+    candidate: Candidate
+    content: str
+    tokens: int
+    content_sha256: str
+
+
+@FrozenDC
+class Check:
+    type: str
+    ok: bool
+    detail: str = ""
+
+
+@FrozenDC
+class Validation:
+    ok: bool
+    attempts: int
+    checks: tuple[Check, ...]
+
+
+@FrozenDC
+class TaskCheckpoint:
+    """Structured task state; the source of truth that compaction must never lose."""
+
+    task_id: str
+    revision: int
+    user_id: str
+    session_id: str | None
+    parent_task_id: str | None
+    goal: str
+    accepted_decisions: tuple[str, ...] = ()
+    verified_evidence: tuple[str, ...] = ()
+    open_questions: tuple[str, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    pending_approvals: tuple[str, ...] = ()
+    tool_effects: tuple[ToolEffect, ...] = ()
+    next_safe_action: str = ""
+    created_at: datetime | None = None
+
+
+@FrozenDC
+class Constraint:
+    text: str
+    kind: str  # only | except | limit | deadline | precondition
+    source_ref: str | None = None
+
+
+@FrozenDC
+class ToolEffect:
+    effect_id: str
+    idempotency_key: str
+    status: str
+    ref: str | None = None
+
+
+@FrozenDC
+class SessionEvent:
+    """One archived event of a session, in sequence order."""
+
+    seq: int
+    type: str  # message | tool_call | tool_result
+    role: str | None = None
+    content: str = ""
+    call_id: str | None = None
+    name: str | None = None
+    arguments: Any = None
+    is_error: bool = False
+    created_at: datetime | None = None
+
+
+@FrozenDC
+class SessionInfo:
+    tenant_id: str
+    session_id: str
+    user_id: str
+    agent_id: str | None
+    parent_session_id: str | None
+    last_seq: int
+
+
+@FrozenDC
+class KnowledgeHit:
+    """A chunk returned by a store search, already filtered by the pushed-down permission."""
+
+    chunk_ref: str  # kb://{doc_id}#v{version}:c{chunk_no}
+    doc_id: str
+    version: int
+    chunk_no: int
+    text: str
+    tenant_id: str
+    domain: str | None
+    sensitivity: DataLevel
+    trust: Trust
+    acl: Acl
+    observed_at: datetime | None
+    expires_at: datetime | None
+    rank: int  # 1-based rank within its ranker
+    ranker: str  # "vector" | "fts"
+
+
+@FrozenDC
+class Envelope:
+    segments: tuple[Segment, ...]
+    messages: tuple[dict[str, Any], ...]
+    total_tokens: int
+    stable_prefix_sha256: str
+
+
+@FrozenDC
+class Assembly:
+    """Everything the pure pipeline decided for one turn."""
+
+    envelope: Envelope
+    dropped: tuple[Drop, ...]
+    permission_drops: tuple[Drop, ...]  # never in the manifest: details go to audit
+    candidates: int
+    validation: Validation

@@ -1,0 +1,196 @@
+"""Ports: the small Protocols through which the service reaches its stores and models.
+
+Every method that touches tenant data takes ``tenant_id`` first; the Postgres adapters set it
+as the transaction's ``app.tenant_id`` (for Row-Level Security) *and* filter on it in SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from app.core.model import (
+    Acl,
+    DataLevel,
+    KnowledgeHit,
+    Principal,
+    Role,
+    SessionEvent,
+    SessionInfo,
+    TaskCheckpoint,
+    Trust,
+)
+
+Vector = Sequence[float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewKey:
+    tenant_id: str
+    role: Role
+    max_data_level: DataLevel
+    domains: tuple[str, ...] | None
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewEvent:
+    type: str
+    role: str | None = None
+    content: str = ""
+    call_id: str | None = None
+    name: str | None = None
+    arguments: Any = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionOwner:
+    user_id: str
+    agent_id: str | None
+    parent_session_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewChunk:
+    chunk_no: int
+    text: str
+    tokens: int
+    embedding: Vector
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewDocument:
+    doc_id: str
+    version: int
+    title: str | None
+    domain: str | None
+    sensitivity: DataLevel
+    trust: Trust
+    acl: Acl
+    observed_at: datetime | None
+    expires_at: datetime | None
+    source: str | None
+    chunks: tuple[NewChunk, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KnowledgeQuery:
+    """A permission-bounded search: every field below is pushed down into SQL."""
+
+    tenant_id: str
+    user_id: str
+    groups: tuple[str, ...]
+    domain: str | None
+    max_level: DataLevel
+    now: datetime
+    embedding: Vector | None
+    text: str
+    k: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredManifest:
+    turn_id: str
+    key_id: str
+    request_sha256: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditRecord:
+    turn_id: str | None
+    kind: str  # e.g. "dropped.permission.acl", "key.created"
+    principal: str  # key id or "platform"
+    ref: str | None
+    rule: str | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManifestFilter:
+    session_id: str | None = None
+    task_id: str | None = None
+    limit: int = 50
+    before: str | None = None  # created_at cursor (ISO) for paging
+
+
+class KeyStore(Protocol):
+    async def create(self, *, key: NewKey, key_hash: bytes) -> str: ...
+    async def revoke(self, *, key_id: str) -> bool: ...
+    async def principal(self, *, key_hash: bytes) -> Principal | None: ...
+
+
+class SessionArchive(Protocol):
+    """Durable session history in Postgres: the source of truth for the Redis tail."""
+
+    async def info(self, *, tenant_id: str, session_id: str) -> SessionInfo | None: ...
+    async def append(
+        self, *, tenant_id: str, session_id: str, owner: SessionOwner, events: Sequence[NewEvent]
+    ) -> tuple[SessionInfo, list[SessionEvent]]: ...
+    async def events(
+        self, *, tenant_id: str, session_id: str, after_seq: int, limit: int
+    ) -> list[SessionEvent]: ...
+    async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]: ...
+
+
+class SessionTail(Protocol):
+    """The hot tail of a session in Redis: bounded, expiring, rebuildable from the archive."""
+
+    async def read(self, *, tenant_id: str, session_id: str) -> list[SessionEvent]: ...
+    async def append(
+        self, *, tenant_id: str, session_id: str, events: Sequence[SessionEvent]
+    ) -> None: ...
+    async def replace(
+        self, *, tenant_id: str, session_id: str, events: Sequence[SessionEvent]
+    ) -> None: ...
+
+
+class TaskStore(Protocol):
+    async def put(
+        self, *, tenant_id: str, checkpoint: TaskCheckpoint, expected_revision: int | None
+    ) -> int: ...
+    async def get(
+        self, *, tenant_id: str, task_id: str, revision: int | None = None
+    ) -> TaskCheckpoint | None: ...
+
+
+class KnowledgeStore(Protocol):
+    async def upsert(self, *, tenant_id: str, document: NewDocument) -> int: ...
+    async def search_vector(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]: ...
+    async def search_text(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]: ...
+
+
+class ManifestStore(Protocol):
+    async def insert(
+        self, *, tenant_id: str, manifest: StoredManifest, audit: Sequence[AuditRecord]
+    ) -> StoredManifest | None:
+        """Insert manifest and its audit records in one transaction.
+
+        Returns None when inserted, or the manifest already stored under that ``turn_id``.
+        """
+        ...
+
+    async def get(self, *, tenant_id: str, turn_id: str) -> StoredManifest | None: ...
+    async def list(self, *, tenant_id: str, filt: ManifestFilter) -> list[StoredManifest]: ...
+
+
+class AuditLog(Protocol):
+    async def write(self, *, tenant_id: str, records: Sequence[AuditRecord]) -> None: ...
+    async def list(
+        self, *, tenant_id: str, turn_id: str | None, limit: int
+    ) -> list[dict[str, Any]]: ...
+
+
+class Embedder(Protocol):
+    model: str
+    dim: int
+
+    async def embed_query(self, text: str) -> list[float]: ...
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class TokenCounter(Protocol):
+    def __call__(self, text: str) -> int: ...

@@ -1,0 +1,56 @@
+"""Settings: every knob has an environment variable with the ``CTXGATE_`` prefix.
+
+Nothing is read at import time; ``Settings()`` is built once by the composition root (or by a
+test with its own values).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class BudgetShares(BaseModel):
+    """Share of the usable budget (max_tokens - reserve_output) per section."""
+
+    stable: float = 0.2
+    session: float = 0.35
+    dynamic: float = 0.45
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CTXGATE_", env_nested_delimiter="__")
+
+    data_dir: Path = Path(".ctxgate")
+    # Owner/migration connection. The service itself connects as ``app_db_role``.
+    database_url: str | None = None
+    app_db_role: str = "ctxgate_app"
+    app_db_password: SecretStr | None = None
+    redis_url: str | None = None
+    redis_prefix: str = "ctxgate"
+    admin_token: SecretStr | None = None
+
+    db_pool_size: int = 10
+    max_body_bytes: int = 1_048_576
+    policy_revision: str = "ctx-policy-2026-12-01"
+
+    session_tail_len: int = 200
+    session_tail_ttl_s: int = 7 * 24 * 3600
+    history_turns: int = 40  # events of the tail offered as candidates
+    knowledge_k: int = 8  # per ranker
+    relevance_floor: float = 0.0
+    reference_threshold_tokens: int = 512
+    excerpt_tokens: int = 96
+    replay_ttl_s: int = 24 * 3600
+    budget_shares: BudgetShares = Field(default_factory=BudgetShares)
+
+    embedder: str = "e5"  # "e5" (offline, multilingual) | "openai"
+    embedding_dim: int = 384
+    openai_base_url: str = "http://127.0.0.1:11434/v1"
+    openai_api_key: SecretStr | None = None
+    openai_embedding_model: str = "text-embedding-3-small"
+    tokenizer: str = "o200k_base"
+
+    otel_console: bool = False
