@@ -11,7 +11,6 @@ from datetime import datetime
 from enum import IntEnum, StrEnum
 from typing import Any
 
-FrozenDC = dataclass(frozen=True, slots=True, kw_only=True)
 
 
 class DataLevel(IntEnum):
@@ -100,7 +99,7 @@ class DropLayer(StrEnum):
     BUDGET = "budget"
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Principal:
     """The authenticated caller, resolved from the API key — never from the body."""
 
@@ -111,13 +110,13 @@ class Principal:
     domains: tuple[str, ...] | None  # None: every domain of the tenant
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Budget:
     max_tokens: int
     reserve_output: int
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnRequest:
     """What the body of POST /v1/context asks for, already shape-validated at the edge."""
 
@@ -134,7 +133,7 @@ class TurnRequest:
     redaction_profile: str | None
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Scope:
     """Identity and scope of one turn: what every guard and query is bounded by."""
 
@@ -148,7 +147,7 @@ class Scope:
     task_id: str | None
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Acl:
     """Who may read a candidate inside its tenant. ``whole_tenant`` is the explicit null ACL."""
 
@@ -157,14 +156,14 @@ class Acl:
     groups: tuple[str, ...] = ()
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Freshness:
     observed_at: datetime | None = None
     expires_at: datetime | None = None
     revision: str | None = None
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
     """Something that might enter the envelope, with every label the guards need.
 
@@ -201,7 +200,7 @@ class Candidate:
         return None
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Drop:
     """One candidate the pipeline left out, and why, in machine words."""
 
@@ -212,7 +211,7 @@ class Drop:
     reason: str
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Segment:
     """A piece of the compiled envelope. ``candidate`` keeps the provenance for the manifest."""
 
@@ -223,21 +222,21 @@ class Segment:
     content_sha256: str
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
     type: str
     ok: bool
     detail: str = ""
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Validation:
     ok: bool
     attempts: int
     checks: tuple[Check, ...]
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskCheckpoint:
     """Structured task state; the source of truth that compaction must never lose."""
 
@@ -257,14 +256,14 @@ class TaskCheckpoint:
     created_at: datetime | None = None
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Constraint:
     text: str
     kind: str  # only | except | limit | deadline | precondition
     source_ref: str | None = None
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolEffect:
     effect_id: str
     idempotency_key: str
@@ -272,7 +271,7 @@ class ToolEffect:
     ref: str | None = None
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionEvent:
     """One archived event of a session, in sequence order."""
 
@@ -287,7 +286,7 @@ class SessionEvent:
     created_at: datetime | None = None
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
     tenant_id: str
     session_id: str
@@ -297,7 +296,7 @@ class SessionInfo:
     last_seq: int
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KnowledgeHit:
     """A chunk returned by a store search, already filtered by the pushed-down permission."""
 
@@ -317,7 +316,7 @@ class KnowledgeHit:
     ranker: str  # "vector" | "fts"
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Envelope:
     segments: tuple[Segment, ...]
     messages: tuple[dict[str, Any], ...]
@@ -325,7 +324,7 @@ class Envelope:
     stable_prefix_sha256: str
 
 
-@FrozenDC
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Assembly:
     """Everything the pure pipeline decided for one turn."""
 

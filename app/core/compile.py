@@ -1,0 +1,72 @@
+"""Stage 8 — compile the envelope: order, segment ids, hashes and chat messages.
+
+Contract: ``compile_envelope(candidates, count_tokens=...)`` returns the ``Envelope``:
+
+* order — sections stable → session → dynamic. Stable: instructions, then memories, each by
+  ref. Session: by ``seq`` ascending. Dynamic: task state first, then memories, retrievals and
+  tool results by score desc then ref, then the query last.
+* segments ``seg_1..n`` in that order; ``tokens`` recounted with ``count_tokens`` so the
+  manifest states what was really sent; ``content_sha256`` = sha256 hex of the content;
+  ``total_tokens`` = the sum of segment tokens.
+* ``stable_prefix_sha256`` = sha256 of the canonical JSON ``[[ref, content], ...]`` of the
+  stable segments in their canonical (ref) order: the same stable inputs give the same hash
+  whatever order they arrived in and whatever the session or dynamic content is, which is what
+  lets a provider's prompt cache hit.
+* ``messages`` — see ``app.core.render``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+
+from app.core.model import SECTION_ORDER, Candidate, Envelope, Kind, Section, Segment
+from app.core.render import render_messages
+
+_Key = tuple[int, int, float, int, str]
+
+
+def order_key(c: Candidate) -> _Key:
+    section = SECTION_ORDER.index(c.section)
+    if c.section is Section.STABLE:
+        return (section, 0 if c.kind is Kind.INSTRUCTION else 1, 0.0, 0, c.ref)
+    if c.section is Section.SESSION:
+        seq = c.seq if c.seq is not None else 2**62
+        return (section, 0, 0.0, seq, c.ref)
+    if c.kind is Kind.TASK_STATE:
+        return (section, 0, 0.0, 0, c.ref)
+    if c.kind is Kind.QUERY:
+        return (section, 2, 0.0, 0, c.ref)
+    return (section, 1, -c.score, 0, c.ref)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stable_prefix_sha256(segments: Sequence[Segment]) -> str:
+    stable = sorted(
+        (s for s in segments if s.candidate.section is Section.STABLE),
+        key=lambda s: order_key(s.candidate),
+    )
+    canonical = json.dumps([[s.candidate.ref, s.content] for s in stable],
+                           ensure_ascii=False, separators=(",", ":"))
+    return sha256_hex(canonical)
+
+
+def compile_envelope(
+    candidates: Iterable[Candidate], *, count_tokens: Callable[[str], int]
+) -> Envelope:
+    ordered = sorted(candidates, key=order_key)
+    segments = tuple(
+        Segment(id=f"seg_{i}", candidate=c, content=c.content,
+                tokens=count_tokens(c.content), content_sha256=sha256_hex(c.content))
+        for i, c in enumerate(ordered, start=1)
+    )
+    return Envelope(
+        segments=segments,
+        messages=tuple(render_messages(segments)),
+        total_tokens=sum(s.tokens for s in segments),
+        stable_prefix_sha256=stable_prefix_sha256(segments),
+    )

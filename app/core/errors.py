@@ -1,0 +1,51 @@
+"""Domain errors. They carry a stable machine ``type`` and a human ``detail``, never HTTP.
+
+    DomainError
+    ├── InvalidRequest     invalid-request    the body is well-formed but makes no sense
+    ├── Unauthorized       unauthorized       no key, an unknown key or a revoked key
+    ├── ForbiddenScope     forbidden-scope    the key may not do this or see this scope
+    ├── NotFound           not-found          missing, or another tenant's / user's (same answer)
+    ├── Conflict           conflict           the id is taken by a different request
+    ├── StaleRevision      stale-revision     optimistic concurrency lost
+    └── BudgetTooSmall     budget-too-small   never-compress content does not fit
+
+``app.api.errors`` is the one place that maps these to status codes and problem+json.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    type: str = "domain-error"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class InvalidRequest(DomainError):
+    type = "invalid-request"
+
+
+class Unauthorized(DomainError):
+    type = "unauthorized"
+
+
+class ForbiddenScope(DomainError):
+    type = "forbidden-scope"
+
+
+class NotFound(DomainError):
+    type = "not-found"
+
+
+class Conflict(DomainError):
+    type = "conflict"
+
+
+class StaleRevision(DomainError):
+    type = "stale-revision"
+
+
+class BudgetTooSmall(DomainError):
+    type = "budget-too-small"

@@ -1,0 +1,200 @@
+"""The assembly pipeline: the one place where the stage order lives.
+
+Contract: ``assemble(scope=..., candidates=..., checkpoint=..., budget=..., now=...,
+count_tokens=..., config=..., clock=None)`` runs the pure stages over the candidates the
+service collected and returns the ``Assembly`` and the per-stage timings in ms.
+
+Order (``STAGE_ORDER``, pinned by a test) — "Guard before Memory":
+
+    scope (resolved by the service) → collect (service) →
+    permission → safety → relevance → dedupe → compress → budget → compile → validate
+
+* permission and safety come first so that nothing a principal may not see is ever scored,
+  merged, counted or rendered; permission drops leave as ``Assembly.permission_drops`` (audit
+  only), never in ``Assembly.dropped`` (the manifest).
+* compress (referencing long tool results and retrievals) runs AFTER dedupe and BEFORE budget
+  (incident 3: "引用化在去重合并与预算分配之间执行"): dedupe must compare full contents, and the
+  budget must count the compact form, or long results crowd out everything else.
+* validate may loop back: when a required text of the checkpoint (goal, constraint, pending
+  approval) is missing, the candidates holding it are pinned (never-compress, priority 100, in
+  their full uncompressed form) and budget → compile → validate re-run, up to
+  ``config.max_attempts`` attempts. Required pins that cannot fit raise ``BudgetTooSmall``.
+  Missing key evidence is pinned only when that fits; otherwise the previous attempt stands
+  and the failed check is reported.
+
+Timings use the injected ``clock`` (seconds, e.g. ``time.perf_counter``); without one they are 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+
+from app.core.budget import allocate
+from app.core.compile import compile_envelope
+from app.core.compress import reference_long
+from app.core.dedupe import dedupe
+from app.core.errors import BudgetTooSmall
+from app.core.guards.permission import permission_guard
+from app.core.guards.relevance import relevance_guard
+from app.core.guards.safety import Detector, safety_guard
+from app.core.model import (
+    Assembly,
+    Budget,
+    Candidate,
+    Drop,
+    Envelope,
+    Layer,
+    Scope,
+    Section,
+    TaskCheckpoint,
+    Validation,
+)
+from app.core.validate import ValidationResult, validate
+
+STAGE_ORDER: tuple[str, ...] = (
+    "permission", "safety", "relevance", "dedupe", "compress", "budget", "compile", "validate",
+)
+PIN_PRIORITY = 100
+
+CountTokens = Callable[[str], int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineConfig:
+    """Settings of the pure pipeline; built once by the composition root."""
+
+    shares: Mapping[Section, float]
+    limits: Mapping[Layer, int]
+    floor: float = 0.0
+    threshold_tokens: int = 512
+    excerpt_tokens: int = 96
+    rrf_k: int = 60
+    detectors: Sequence[Detector] = ()
+    max_attempts: int = 3
+
+
+class _Timer:
+    def __init__(self, clock: Callable[[], float] | None) -> None:
+        self._clock = clock
+        self.ms: dict[str, float] = dict.fromkeys(STAGE_ORDER, 0.0)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = self._clock() if self._clock is not None else 0.0
+        yield
+        if self._clock is not None:
+            self.ms[name] += (self._clock() - start) * 1000.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """Context of the budget → compile → validate loop of one turn."""
+
+    originals: Mapping[str, Candidate]  # after dedupe, before compress: what a pin restores
+    compact: Sequence[Candidate]
+    checkpoint: TaskCheckpoint | None
+    budget: Budget
+    shares: Mapping[Section, float]
+    count_tokens: CountTokens
+    timer: _Timer
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Outcome:
+    envelope: Envelope
+    drops: list[Drop]
+    result: ValidationResult
+
+
+def _with_tokens(candidates: Sequence[Candidate], count_tokens: CountTokens) -> list[Candidate]:
+    return [dataclasses.replace(c, tokens=count_tokens(c.content))
+            if c.tokens == 0 and c.content else c for c in candidates]
+
+
+def _pin(c: Candidate) -> Candidate:
+    reason = f"{c.reason}; pinned by validation" if c.reason else "pinned by validation"
+    return dataclasses.replace(c, never_compress=True, priority=max(c.priority, PIN_PRIORITY),
+                               reason=reason)
+
+
+def _attempt(run: _Run, pinned: frozenset[str]) -> _Outcome:
+    candidates = [_pin(run.originals[c.ref]) if c.ref in pinned else c for c in run.compact]
+    with run.timer.stage("budget"):
+        kept, drops = allocate(candidates, budget=run.budget, shares=run.shares)
+    with run.timer.stage("compile"):
+        envelope = compile_envelope(kept, count_tokens=run.count_tokens)
+    with run.timer.stage("validate"):
+        result = validate(envelope, checkpoint=run.checkpoint)
+    return _Outcome(envelope=envelope, drops=drops, result=result)
+
+
+def _holders(run: _Run, texts: Sequence[str]) -> frozenset[str]:
+    return frozenset(ref for ref, c in run.originals.items() if any(t in c.content for t in texts))
+
+
+def _fit(run: _Run, max_attempts: int) -> tuple[_Outcome, int]:
+    pinned: frozenset[str] = frozenset()
+    fallback: _Outcome | None = None  # the last outcome, kept while only soft pins are tried
+    attempt = 1
+    while True:
+        try:
+            out = _attempt(run, pinned)
+        except BudgetTooSmall:
+            if fallback is None:
+                raise
+            return fallback, attempt
+        required = _holders(run, out.result.missing_required) - pinned
+        new = required or (_holders(run, out.result.missing_soft) - pinned)
+        if out.result.ok or not new or attempt >= max_attempts:
+            return out, attempt
+        fallback = None if required else out
+        pinned |= new
+        attempt += 1
+
+
+def _guards(scope: Scope, candidates: Sequence[Candidate], *, now: datetime,
+            config: PipelineConfig, count_tokens: CountTokens, timer: _Timer
+            ) -> tuple[list[Candidate], list[Drop], list[Drop]]:
+    """permission → safety → relevance → dedupe; returns (survivors, permission, others)."""
+    with timer.stage("permission"):
+        allowed, permission = permission_guard(scope, candidates, now=now)
+    with timer.stage("safety"):
+        safe, safety = safety_guard(scope, allowed, detectors=config.detectors,
+                                    count_tokens=count_tokens)
+    with timer.stage("relevance"):
+        relevant, relevance = relevance_guard(safe, limits=config.limits, floor=config.floor,
+                                              rrf_k=config.rrf_k)
+    with timer.stage("dedupe"):
+        unique, duplicates = dedupe(relevant)
+    return unique, permission, [*safety, *relevance, *duplicates]
+
+
+def assemble(
+    *,
+    scope: Scope,
+    candidates: Sequence[Candidate],
+    checkpoint: TaskCheckpoint | None,
+    budget: Budget,
+    now: datetime,
+    count_tokens: CountTokens,
+    config: PipelineConfig,
+    clock: Callable[[], float] | None = None,
+) -> tuple[Assembly, dict[str, float]]:
+    timer = _Timer(clock)
+    unique, permission, dropped = _guards(
+        scope, _with_tokens(candidates, count_tokens), now=now, config=config,
+        count_tokens=count_tokens, timer=timer)
+    with timer.stage("compress"):
+        compact = reference_long(unique, threshold_tokens=config.threshold_tokens,
+                                 excerpt_tokens=config.excerpt_tokens, count_tokens=count_tokens)
+    run = _Run(originals={c.ref: c for c in unique}, compact=compact, checkpoint=checkpoint,
+               budget=budget, shares=config.shares, count_tokens=count_tokens, timer=timer)
+    out, attempts = _fit(run, config.max_attempts)
+    validation = Validation(ok=out.result.ok, attempts=attempts, checks=out.result.checks)
+    assembly = Assembly(envelope=out.envelope, dropped=(*dropped, *out.drops),
+                        permission_drops=tuple(permission), candidates=len(candidates),
+                        validation=validation)
+    return assembly, timer.ms

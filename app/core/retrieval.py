@@ -1,0 +1,51 @@
+"""Turn store search hits into pipeline candidates.
+
+Contract: a chunk found by several rankers becomes ONE candidate carrying every
+``(ranker, rank)`` pair, so the relevance guard can fuse them; every permission label the
+store returned (tenant, ACL, domain, sensitivity, expiry) is carried over unchanged, because
+the permission guard re-checks what the query already pushed down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from app.core.model import Candidate, Freshness, Kind, KnowledgeHit, Layer, Section
+
+
+def knowledge_candidates(
+    hits: Iterable[KnowledgeHit], *, count_tokens: Callable[[str], int]
+) -> list[Candidate]:
+    by_ref: dict[str, list[KnowledgeHit]] = {}
+    for hit in hits:
+        by_ref.setdefault(hit.chunk_ref, []).append(hit)
+    out: list[Candidate] = []
+    for ref in sorted(by_ref):
+        group = by_ref[ref]
+        first = group[0]
+        out.append(
+            Candidate(
+                ref=ref,
+                kind=Kind.RETRIEVAL,
+                layer=Layer.KNOWLEDGE,
+                section=Section.DYNAMIC,
+                role="system",
+                content=first.text,
+                tenant_id=first.tenant_id,
+                origin=f"kb://{first.doc_id}",
+                trust=first.trust,
+                sensitivity=first.sensitivity,
+                acl=first.acl,
+                domain=first.domain,
+                freshness=Freshness(
+                    observed_at=first.observed_at,
+                    expires_at=first.expires_at,
+                    revision=f"v{first.version}",
+                ),
+                tokens=count_tokens(first.text),
+                priority=40,
+                scores=tuple(sorted((h.ranker, h.rank) for h in group)),
+                reason="retrieved",
+            )
+        )
+    return out

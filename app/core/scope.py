@@ -1,0 +1,43 @@
+"""Stage 1 — resolve the identity and scope of one turn.
+
+Contract: ``resolve_scope(principal, request)`` returns the ``Scope`` every later guard and
+store query is bounded by, or raises ``ForbiddenScope``. The tenant always comes from the key,
+never from the body. The key caps the turn: only a ``runtime`` key may assemble; the requested
+``data_level`` may not exceed the key's maximum; a domain-restricted key must name one of its
+domains (a restricted key asking for no domain would widen its reach, so that is forbidden too).
+"""
+
+from __future__ import annotations
+
+from app.core.errors import ForbiddenScope
+from app.core.model import Principal, Role, Scope, TurnRequest
+
+
+def _check_allowed(principal: Principal, request: TurnRequest) -> None:
+    if principal.role is not Role.RUNTIME:
+        raise ForbiddenScope(f"role {principal.role.value!r} may not assemble context")
+    if request.data_level > principal.max_data_level:
+        raise ForbiddenScope(
+            f"data_level {request.data_level.label!r} exceeds the key's maximum "
+            f"{principal.max_data_level.label!r}"
+        )
+    if principal.domains is None:
+        return
+    if request.domain is None:
+        raise ForbiddenScope("this key is restricted to named domains; the turn must name one")
+    if request.domain not in principal.domains:
+        raise ForbiddenScope(f"domain {request.domain!r} is outside the key's domains")
+
+
+def resolve_scope(principal: Principal, request: TurnRequest) -> Scope:
+    _check_allowed(principal, request)
+    return Scope(
+        tenant_id=principal.tenant_id,
+        key_id=principal.key_id,
+        user_id=request.user_id,
+        groups=request.groups,
+        domain=request.domain,
+        data_level=request.data_level,
+        session_id=request.session_id,
+        task_id=request.task_id,
+    )
