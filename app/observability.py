@@ -1,0 +1,160 @@
+"""Prometheus metrics and OpenTelemetry tracing for one app instance.
+
+Nothing is built at import time. ``Metrics()`` owns its collectors in its own
+``CollectorRegistry``, so two apps (or two tests) in one process never collide, and
+``render()`` serves exactly that registry. ``make_tracer`` builds a private ``TracerProvider``
+and installs it globally only when asked.
+
+Metric and label words are the manifest's words: candidates per memory ``layer`` (turn,
+session, task, ...), drops per drop ``layer`` (permission, safety, relevance, dedupe, budget),
+tokens per envelope ``section``. Spans carry counts only — never payloads or user content —
+and a failed stage records the exception *type*, not its message (which may quote content).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter as Tally
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+
+from app.core.model import DropLayer, Layer, Section
+
+if TYPE_CHECKING:
+    from app.core.model import Assembly, Candidate
+
+TRACER_NAME = "ctxgate"
+
+# Seconds. Requests include store round trips; stages are mostly sub-millisecond CPU work.
+REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+STAGE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+# Tokens one section holds in one turn.
+TOKEN_BUCKETS = (0, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
+class Metrics:
+    """The service's collectors, registered in a registry of their own."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.request_latency = Histogram(
+            "ctxgate_request_duration_seconds", "HTTP request latency per route template.",
+            ["route", "method", "status"], registry=r, buckets=REQUEST_BUCKETS)
+        self.stage_latency = Histogram(
+            "ctxgate_stage_duration_seconds", "Context assembly time per pipeline stage.",
+            ["stage"], registry=r, buckets=STAGE_BUCKETS)
+        self.candidates = Counter(
+            "ctxgate_candidates", "Candidates collected, per memory layer.",
+            ["layer"], registry=r)
+        self.drops = Counter(
+            "ctxgate_drops", "Candidates dropped, per pipeline layer that dropped them.",
+            ["layer"], registry=r)
+        self.segment_tokens = Histogram(
+            "ctxgate_section_tokens", "Tokens placed in each envelope section per turn.",
+            ["section"], registry=r, buckets=TOKEN_BUCKETS)
+        self.manifest_write_failures = Counter(
+            "ctxgate_manifest_write_failures", "Manifests that could not be persisted.",
+            registry=r)
+        # Export every known series at zero, so rates and alerts work before the first turn.
+        for layer in Layer:
+            self.candidates.labels(layer=layer.value)
+        for drop_layer in DropLayer:
+            self.drops.labels(layer=drop_layer.value)
+
+    def observe_turn(
+        self,
+        *,
+        candidates: Iterable[Candidate],
+        assembly: Assembly,
+        timings: Mapping[str, float],
+    ) -> None:
+        """Record one assembled turn; ``timings`` are milliseconds per stage."""
+        for layer, n in Tally(c.layer.value for c in candidates).items():
+            self.candidates.labels(layer=layer).inc(n)
+        drops = (*assembly.permission_drops, *assembly.dropped)
+        for drop_layer, n in Tally(d.layer.value for d in drops).items():
+            self.drops.labels(layer=drop_layer).inc(n)
+        tokens = dict.fromkeys((s.value for s in Section), 0)
+        for seg in assembly.envelope.segments:
+            tokens[seg.candidate.section.value] += seg.tokens
+        for section, n in tokens.items():
+            self.segment_tokens.labels(section=section).observe(n)
+        for stage, ms in timings.items():
+            self.stage_latency.labels(stage=stage).observe(ms / 1000)
+
+    def render(self) -> tuple[bytes, str]:
+        """The Prometheus text exposition of this registry, and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def make_tracer_provider(
+    service_name: str,
+    *,
+    console: bool,
+    processors: Iterable[SpanProcessor] = (),
+) -> TracerProvider:
+    """A provider for ``service_name``; spans go to stdout when ``console``, else nowhere
+    (plus any extra ``processors``, e.g. an in-memory exporter in tests)."""
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+    if console:
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    for processor in processors:
+        provider.add_span_processor(processor)
+    return provider
+
+
+def make_tracer(service_name: str, *, console: bool, set_global: bool = False) -> Tracer:
+    """A tracer on a fresh provider; the global provider is replaced only if ``set_global``."""
+    provider = make_tracer_provider(service_name, console=console)
+    if set_global:
+        trace.set_tracer_provider(provider)
+    return provider.get_tracer(TRACER_NAME)
+
+
+def _counts(attrs: Mapping[str, object]) -> dict[str, int]:
+    """Only integer counts may become span attributes: a string could carry user content."""
+    out: dict[str, int] = {}
+    for key, value in attrs.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"span attribute {key!r} must be an int count, "
+                            f"not {type(value).__name__}")
+        out[key] = value
+    return out
+
+
+def record_counts(span: Span, **counts: int) -> None:
+    """Add counts learnt during a stage (e.g. how many it dropped) to its span."""
+    span.set_attributes(_counts(counts))
+
+
+@contextlib.contextmanager
+def stage_span(tracer: Tracer, name: str, **counts: int) -> Iterator[Span]:
+    """A span for one pipeline stage with integer counts as attributes.
+
+    On an exception the span is marked as an error with the exception's type name only and
+    the exception propagates; its message is not recorded.
+    """
+    attributes = _counts(counts)
+    with tracer.start_as_current_span(
+        name, attributes=attributes, record_exception=False, set_status_on_exception=False,
+    ) as span:
+        try:
+            yield span
+        except BaseException as exc:
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            span.set_attribute("error.type", type(exc).__name__)
+            raise
