@@ -1,0 +1,143 @@
+"""The hot tail of a session in Redis: a bounded, expiring list, rebuildable from the archive.
+
+Contract (implements ``app.ports.SessionTail``):
+- One Redis list per (tenant, session) at ``{prefix}:t:{tenant_id}:s:{session_id}:tail``; each
+  entry is one ``SessionEvent`` as compact orjson (fields at their default value are omitted).
+- ``append`` and ``replace`` are single MULTI/EXEC transactions, so a reader sees the list either
+  before or after a write, never half of one. Both keep only the last ``max_len`` entries and
+  (re)set the TTL, so an idle session's tail expires ``ttl_s`` after its last write.
+- ``read`` returns the list oldest-first; a missing key is ``[]``. An entry that does not decode
+  is skipped (and logged): the gap it leaves makes ``is_complete`` false, so the service rebuilds
+  the tail from Postgres instead of failing the turn.
+- The tail is a cache. Writes are not ordered across concurrent writers (two appends may land
+  out of seq order) and may be lost (Redis restart, eviction, expiry); ``is_complete`` is how the
+  service notices and rebuilds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from app.adapters.redis.keys import check_prefix, tail_key
+from app.core.model import SessionEvent
+
+log = logging.getLogger(__name__)
+
+
+class RedisSessionTail:
+    def __init__(self, client: aioredis.Redis, *, prefix: str, max_len: int, ttl_s: int) -> None:
+        if max_len < 1 or ttl_s < 1:
+            raise ValueError("max_len and ttl_s must be positive")
+        self._r = client
+        self._prefix = check_prefix(prefix)
+        self._max_len = max_len
+        self._ttl_s = ttl_s
+
+    def key(self, *, tenant_id: str, session_id: str) -> str:
+        return tail_key(self._prefix, tenant_id, session_id)
+
+    async def read(self, *, tenant_id: str, session_id: str) -> list[SessionEvent]:
+        key = self.key(tenant_id=tenant_id, session_id=session_id)
+        raw = await self._r.lrange(key, 0, -1)
+        out: list[SessionEvent] = []
+        for item in raw:
+            try:
+                if not isinstance(item, bytes):  # decode_responses=False: always bytes
+                    raise TypeError("session tail entry is not bytes")
+                out.append(decode_event(item))
+            except (orjson.JSONDecodeError, TypeError, ValueError, KeyError):
+                # No content in the log line: entries hold user text.
+                log.warning("skipping undecodable session tail entry (%d bytes)", len(item))
+        return out
+
+    async def append(
+        self, *, tenant_id: str, session_id: str, events: Sequence[SessionEvent]
+    ) -> None:
+        if not events:
+            return
+        await self._write(self.key(tenant_id=tenant_id, session_id=session_id), events,
+                          replace=False)
+
+    async def replace(
+        self, *, tenant_id: str, session_id: str, events: Sequence[SessionEvent]
+    ) -> None:
+        key = self.key(tenant_id=tenant_id, session_id=session_id)
+        if not events:
+            await self._r.delete(key)
+            return
+        await self._write(key, events, replace=True)
+
+    async def drop(self, *, tenant_id: str, session_id: str) -> None:
+        """Forget the tail (e.g. the session was deleted); the next read rebuilds or is empty."""
+        await self._r.delete(self.key(tenant_id=tenant_id, session_id=session_id))
+
+    async def _write(self, key: str, events: Sequence[SessionEvent], *, replace: bool) -> None:
+        # Only the last max_len events can survive the LTRIM, so do not ship the rest.
+        payload = [encode_event(e) for e in events[-self._max_len:]]
+        async with self._r.pipeline(transaction=True) as pipe:
+            if replace:
+                pipe.delete(key)
+            pipe.rpush(key, *payload)
+            pipe.ltrim(key, -self._max_len, -1)
+            pipe.expire(key, self._ttl_s)
+            await pipe.execute()
+
+
+def is_complete(tail: Sequence[SessionEvent], *, last_seq: int, max_len: int) -> bool:
+    """Whether ``tail`` is exactly the session's last ``min(max_len, last_seq)`` events.
+
+    Seqs are 1-based and gapless in the archive, so a complete tail is the contiguous run
+    ``last_seq - n + 1 .. last_seq``. Anything else (empty after a flush or expiry, shorter after
+    an append onto an expired key, a gap from a skipped entry, out-of-order concurrent appends,
+    or a tail ahead of/behind ``last_seq``) is incomplete and must be rebuilt.
+    """
+    if last_seq < 0 or max_len < 1:
+        return False
+    n = min(max_len, last_seq)
+    if len(tail) != n:
+        return False
+    first = last_seq - n + 1
+    return all(e.seq == first + i for i, e in enumerate(tail))
+
+
+_DEFAULTS: dict[str, Any] = {
+    "role": None, "content": "", "call_id": None, "name": None, "arguments": None,
+    "is_error": False, "created_at": None,
+}
+
+
+def encode_event(e: SessionEvent) -> bytes:
+    """Compact JSON; ``created_at`` as ISO 8601 (orjson keeps the UTC offset if aware)."""
+    doc: dict[str, Any] = {"seq": e.seq, "type": e.type}
+    for name, default in _DEFAULTS.items():
+        value = getattr(e, name)
+        if value != default:
+            doc[name] = value
+    return orjson.dumps(doc)
+
+
+def decode_event(raw: bytes) -> SessionEvent:
+    doc = orjson.loads(raw)
+    if not isinstance(doc, dict):
+        raise TypeError("session tail entry is not an object")
+    seq, typ = doc["seq"], doc["type"]
+    if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(typ, str):
+        raise TypeError("session tail entry has a bad seq or type")
+    created = doc.get("created_at")
+    return SessionEvent(
+        seq=seq,
+        type=typ,
+        role=doc.get("role"),
+        content=doc.get("content", ""),
+        call_id=doc.get("call_id"),
+        name=doc.get("name"),
+        arguments=doc.get("arguments"),
+        is_error=bool(doc.get("is_error", False)),
+        created_at=datetime.fromisoformat(created) if isinstance(created, str) else None,
+    )
