@@ -12,7 +12,6 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 
-
 class DataLevel(IntEnum):
     """Data classification, lowest to highest. Comparable: ``PUBLIC < SECRET``."""
 

@@ -1,0 +1,108 @@
+"""The service's PostgreSQL connection: one async engine, connected as the app role.
+
+Contract:
+- ``await Database.open(owner_url, role=..., password=..., pool_size=...)`` builds the engine
+  (lazy: no connection is made until first use) for the *app role*, not the owner, so Row-Level
+  Security applies to every statement the service runs. ``app_url()`` derives that URL.
+- ``tenant_tx(tenant_id)`` yields a connection inside a transaction whose first statement is
+  ``set_config('app.tenant_id', tenant_id, true)``: transaction-local, so a pooled
+  connection never carries a tenant into the next checkout. Every adapter query runs here.
+- ``unscoped_tx()`` is for the SECURITY DEFINER key functions and ``alembic_version``: the
+  app role has no privilege on tenant tables that RLS would not filter to zero rows anyway.
+- ``ping()`` and ``migrations_current()`` back ``/readyz``.
+
+Statements are SQLAlchemy Core ``text()`` with bind parameters: asyncpg prepares each one
+once per connection (SQLAlchemy's statement cache), and results are read as plain rows.
+Each new connection registers pgvector's binary codec (see ``codec`` for when it is used), so
+the ``vector`` extension must exist before the service connects: migrate first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from pgvector.asyncpg import register_vector
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from app.adapters.postgres.migrate import head
+
+SET_TENANT = text("SELECT set_config('app.tenant_id', :tenant_id, true)")
+SELECT_VERSION = text("SELECT version_num FROM alembic_version")
+
+
+def app_url(owner_url: str, role: str, password: str | None) -> str:
+    """The owner URL with the user replaced by ``role`` (and its password, if any)."""
+    url = make_url(owner_url).set(username=role, password=password)
+    return url.render_as_string(hide_password=False)
+
+
+def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Binary codec for pgvector's type: query vectors go as float4 arrays, not text literals.
+    dbapi_connection.run_async(register_vector)
+
+
+class Database:
+    """Owns the app-role engine; adapters borrow transactions from it."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @classmethod
+    async def open(
+        cls, owner_url: str, *, role: str, password: str | None, pool_size: int = 10
+    ) -> Database:
+        """Build the pool (lazily: no connection is made here; ``ping()`` checks one)."""
+        head()  # read the scripts directory now, not on the first /readyz
+        engine = create_async_engine(
+            app_url(owner_url, role, password),
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_recycle=1800,
+            json_deserializer=orjson.loads,
+            connect_args={
+                # JIT compilation costs more than it saves on these short, indexed queries.
+                "server_settings": {"jit": "off", "application_name": "ctxgate"},
+            },
+        )
+        event.listen(engine.sync_engine, "connect", _on_connect)
+        return cls(engine)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def tenant_tx(self, tenant_id: str) -> AsyncIterator[AsyncConnection]:
+        """A transaction scoped to ``tenant_id`` by RLS; commits on success."""
+        if not tenant_id:
+            raise ValueError("tenant_id must be non-empty")
+        async with self.engine.begin() as conn:
+            await conn.execute(SET_TENANT, {"tenant_id": tenant_id})
+            yield conn
+
+    @asynccontextmanager
+    async def unscoped_tx(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction with no tenant set: tenant tables read as empty here."""
+        async with self.engine.begin() as conn:
+            yield conn
+
+    async def ping(self) -> bool:
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception:
+            return False
+        return True
+
+    async def migrations_current(self) -> bool:
+        """True when the database is at the newest migration this code knows."""
+        try:
+            async with self.unscoped_tx() as conn:
+                version = (await conn.execute(SELECT_VERSION)).scalar_one_or_none()
+        except Exception:
+            return False
+        return version == head()

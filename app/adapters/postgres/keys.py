@@ -1,0 +1,69 @@
+"""API keys through the SECURITY DEFINER functions of the initial migration.
+
+The app role has no privilege on ``api_keys``: authentication happens before a tenant is
+known, so it cannot run under RLS. ``ctxgate_key_principal`` returns only non-revoked keys;
+``ctxgate_key_revoke`` is true when the key exists (revoking twice is still true).
+Only a hash of the secret is ever passed in; the caller owns hashing.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlalchemy import text
+
+from app.adapters.postgres.db import Database
+from app.core.model import DataLevel, Principal, Role
+from app.ports import NewKey
+
+CREATE_SQL = (
+    "SELECT ctxgate_key_create(:key_id, :tenant_id, :name, :role, "
+    "CAST(:max_data_level AS smallint), CAST(:domains AS text[]), :key_hash)"
+)
+REVOKE_SQL = "SELECT ctxgate_key_revoke(:key_id)"
+PRINCIPAL_SQL = (
+    "SELECT key_id, tenant_id, role, max_data_level, domains "
+    "FROM ctxgate_key_principal(:key_hash)"
+)
+
+_CREATE, _REVOKE, _PRINCIPAL = text(CREATE_SQL), text(REVOKE_SQL), text(PRINCIPAL_SQL)
+
+
+def new_key_id() -> str:
+    return f"key_{secrets.token_hex(8)}"
+
+
+class PgKeyStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def create(self, *, key: NewKey, key_hash: bytes) -> str:
+        params = {
+            "key_id": new_key_id(),
+            "tenant_id": key.tenant_id,
+            "name": key.name,
+            "role": key.role.value,
+            "max_data_level": int(key.max_data_level),
+            "domains": list(key.domains) if key.domains is not None else None,
+            "key_hash": key_hash,
+        }
+        async with self._db.unscoped_tx() as conn:
+            key_id = (await conn.execute(_CREATE, params)).scalar_one()
+        return str(key_id)
+
+    async def revoke(self, *, key_id: str) -> bool:
+        async with self._db.unscoped_tx() as conn:
+            return bool((await conn.execute(_REVOKE, {"key_id": key_id})).scalar_one())
+
+    async def principal(self, *, key_hash: bytes) -> Principal | None:
+        async with self._db.unscoped_tx() as conn:
+            row = (await conn.execute(_PRINCIPAL, {"key_hash": key_hash})).first()
+        if row is None:
+            return None
+        return Principal(
+            key_id=row.key_id,
+            tenant_id=row.tenant_id,
+            role=Role(row.role),
+            max_data_level=DataLevel(row.max_data_level),
+            domains=tuple(row.domains) if row.domains is not None else None,
+        )

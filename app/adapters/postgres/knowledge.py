@@ -1,0 +1,226 @@
+"""Knowledge documents and their searchable chunks (``KnowledgeStore``).
+
+Ingest (``upsert``), one transaction under a per-document advisory lock:
+- re-ingesting the same ``(doc_id, version)`` deletes and rewrites it (idempotent);
+- a version is current unless a higher version exists; making a version current marks every
+  other version of the document and its chunks ``is_current = false`` in the same
+  transaction, so a search never sees two versions of one document.
+
+Search pushes the whole permission decision down into SQL (``VISIBLE``): tenant, current
+version, ACL (whole tenant, user, or any shared group), domain (NULL-domain chunks always;
+domain chunks only for that exact domain, none when the query has no domain), sensitivity at
+or below the level, not expired at ``query.now``.
+
+Vector search copes with the filtered-HNSW trap (an index scan that stops after ef_search
+candidates, most of them filtered away): it first counts the visible chunks up to
+``EXACT_MAX_ROWS``. Below that, an exact scan over the filtered rows is cheap and has recall
+1.0, which a small tenant beside a large one needs. Above it, HNSW runs with
+``hnsw.iterative_scan = relaxed_order`` (re-sorted afterwards), and if it still returns
+fewer than ``k`` rows the exact scan runs instead. Full-text search ranks ``tsv @@ tsquery``
+by ``ts_rank_cd``, the query being the OR of the lexemes from ``app.core.fts``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.adapters.postgres.codec import vector_literal
+from app.adapters.postgres.db import Database
+from app.core import fts
+from app.core.model import Acl, DataLevel, KnowledgeHit, Trust
+from app.ports import KnowledgeQuery, NewDocument
+
+EXACT_MAX_ROWS = 1000  # exact search over <= 1k filtered vectors costs a few ms
+
+VISIBLE = """
+    c.tenant_id = :tenant_id AND c.is_current
+    AND (c.acl_all OR :user_id = ANY (c.acl_users) OR c.acl_groups && CAST(:groups AS text[]))
+    AND (c.domain IS NULL OR c.domain = CAST(:domain AS text))
+    AND c.sensitivity <= :max_level
+    AND (c.expires_at IS NULL OR c.expires_at > :now)
+"""
+_HIT = """c.doc_id, c.version, c.chunk_no, c.text, c.tenant_id, c.domain, c.sensitivity,
+    c.trust, c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at"""
+
+COUNT_VISIBLE_SQL = f"""
+SELECT count(*) FROM (SELECT 1 FROM knowledge_chunks c WHERE {VISIBLE} LIMIT :cap) AS v
+"""  # noqa: S608 - constant fragments, values are bound
+# MATERIALIZED: the ORDER BY runs over the filtered rows, so the planner cannot pick HNSW.
+SEARCH_EXACT_SQL = f"""
+WITH visible AS MATERIALIZED (
+    SELECT {_HIT}, c.embedding <=> CAST(:embedding AS vector) AS distance
+    FROM knowledge_chunks c WHERE {VISIBLE}
+)
+SELECT * FROM visible ORDER BY distance LIMIT :k
+"""  # noqa: S608 - constant fragments, values are bound
+# relaxed_order may return rows slightly out of order: the outer query re-sorts them.
+SEARCH_ANN_SQL = f"""
+WITH nearest AS MATERIALIZED (
+    SELECT {_HIT}, c.embedding <=> CAST(:embedding AS vector) AS distance
+    FROM knowledge_chunks c WHERE {VISIBLE}
+    ORDER BY distance LIMIT :k
+)
+SELECT * FROM nearest ORDER BY distance
+"""  # noqa: S608 - constant fragments, values are bound
+ANN_SETTINGS_SQL = """
+SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.ef_search', :ef_search, true)
+"""
+SEARCH_TEXT_SQL = f"""
+SELECT {_HIT}, ts_rank_cd(c.tsv, q.query) AS score
+FROM knowledge_chunks c, to_tsquery('simple', :tsquery) AS q(query)
+WHERE {VISIBLE} AND c.tsv @@ q.query
+ORDER BY score DESC, c.id LIMIT :k
+"""  # noqa: S608 - constant fragments, values are bound
+
+LOCK_DOC_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(:tenant_id || '/' || :doc_id, 0))"
+DELETE_VERSION_SQL = """
+DELETE FROM knowledge_documents
+WHERE tenant_id = :tenant_id AND doc_id = :doc_id AND version = :version
+"""
+INSERT_DOC_SQL = """
+INSERT INTO knowledge_documents (tenant_id, doc_id, version, title, domain, sensitivity, trust,
+    acl_all, acl_users, acl_groups, observed_at, expires_at, source, is_current)
+SELECT :tenant_id, :doc_id, :version, :title, :domain, :sensitivity, :trust, :acl_all,
+    CAST(:acl_users AS text[]), CAST(:acl_groups AS text[]), :observed_at, :expires_at, :source,
+    NOT EXISTS (SELECT 1 FROM knowledge_documents d WHERE d.tenant_id = :tenant_id
+                AND d.doc_id = :doc_id AND d.version > :version)
+RETURNING is_current
+"""
+SUPERSEDE_DOCS_SQL = """
+UPDATE knowledge_documents SET is_current = false
+WHERE tenant_id = :tenant_id AND doc_id = :doc_id AND version <> :version AND is_current
+"""
+SUPERSEDE_CHUNKS_SQL = """
+UPDATE knowledge_chunks SET is_current = false
+WHERE tenant_id = :tenant_id AND doc_id = :doc_id AND version <> :version AND is_current
+"""
+INSERT_CHUNKS_SQL = """
+INSERT INTO knowledge_chunks (tenant_id, doc_id, version, chunk_no, text, tokens, embedding,
+    search_text, domain, sensitivity, trust, acl_all, acl_users, acl_groups, observed_at,
+    expires_at, is_current)
+SELECT :tenant_id, :doc_id, :version, ch.chunk_no, ch.text, ch.tokens,
+    CAST(ch.embedding AS vector), ch.search_text, :domain, :sensitivity, :trust, :acl_all,
+    CAST(:acl_users AS text[]), CAST(:acl_groups AS text[]), :observed_at, :expires_at,
+    :is_current
+FROM unnest(CAST(:chunk_nos AS integer[]), CAST(:texts AS text[]), CAST(:tokens AS integer[]),
+            CAST(:embeddings AS text[]), CAST(:search_texts AS text[]))
+     AS ch(chunk_no, text, tokens, embedding, search_text)
+"""
+_S = {name: text(sql) for name, sql in {
+    "count": COUNT_VISIBLE_SQL, "exact": SEARCH_EXACT_SQL, "ann": SEARCH_ANN_SQL,
+    "ann_settings": ANN_SETTINGS_SQL, "fts": SEARCH_TEXT_SQL, "lock": LOCK_DOC_SQL,
+    "delete": DELETE_VERSION_SQL, "doc": INSERT_DOC_SQL, "old_docs": SUPERSEDE_DOCS_SQL,
+    "old_chunks": SUPERSEDE_CHUNKS_SQL, "chunks": INSERT_CHUNKS_SQL,
+}.items()}
+
+
+def visible_params(query: KnowledgeQuery) -> dict[str, Any]:
+    """Bind parameters of ``VISIBLE`` for ``query``."""
+    return {
+        "tenant_id": query.tenant_id,
+        "user_id": query.user_id,
+        "groups": list(query.groups),
+        "domain": query.domain,
+        "max_level": int(query.max_level),
+        "now": query.now,
+    }
+
+
+def _hit(row: Row[Any], rank: int, ranker: str) -> KnowledgeHit:
+    return KnowledgeHit(
+        chunk_ref=f"kb://{row.doc_id}#v{row.version}:c{row.chunk_no}",
+        doc_id=row.doc_id,
+        version=row.version,
+        chunk_no=row.chunk_no,
+        text=row.text,
+        tenant_id=row.tenant_id,
+        domain=row.domain,
+        sensitivity=DataLevel(row.sensitivity),
+        trust=Trust(row.trust),
+        acl=Acl(whole_tenant=row.acl_all, users=tuple(row.acl_users),
+                groups=tuple(row.acl_groups)),
+        observed_at=row.observed_at,
+        expires_at=row.expires_at,
+        rank=rank,
+        ranker=ranker,
+    )
+
+
+def _doc_params(tenant_id: str, doc: NewDocument) -> dict[str, Any]:
+    return {
+        "tenant_id": tenant_id,
+        "doc_id": doc.doc_id,
+        "version": doc.version,
+        "domain": doc.domain,
+        "sensitivity": int(doc.sensitivity),
+        "trust": doc.trust.value,
+        "acl_all": doc.acl.whole_tenant,
+        "acl_users": list(doc.acl.users),
+        "acl_groups": list(doc.acl.groups),
+        "observed_at": doc.observed_at,
+        "expires_at": doc.expires_at,
+    }
+
+
+class PgKnowledgeStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def upsert(self, *, tenant_id: str, document: NewDocument) -> int:
+        doc = _doc_params(tenant_id, document)
+        key = {k: doc[k] for k in ("tenant_id", "doc_id", "version")}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            await conn.execute(_S["lock"], {"tenant_id": tenant_id, "doc_id": document.doc_id})
+            await conn.execute(_S["delete"], key)
+            is_current = (await conn.execute(_S["doc"], {
+                **doc, "title": document.title, "source": document.source,
+            })).scalar_one()
+            if is_current:
+                await conn.execute(_S["old_docs"], key)
+                await conn.execute(_S["old_chunks"], key)
+            if document.chunks:
+                chunks = document.chunks
+                await conn.execute(_S["chunks"], {
+                    **doc,
+                    "is_current": is_current,
+                    "chunk_nos": [c.chunk_no for c in chunks],
+                    "texts": [c.text for c in chunks],
+                    "tokens": [c.tokens for c in chunks],
+                    "embeddings": [vector_literal(c.embedding) for c in chunks],
+                    "search_texts": [fts.normalize(c.text) for c in chunks],
+                })
+        return len(document.chunks)
+
+    async def search_vector(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
+        if query.embedding is None or query.k <= 0:
+            return []
+        params = {**visible_params(query), "embedding": list(query.embedding), "k": query.k}
+        async with self._db.tenant_tx(query.tenant_id) as conn:
+            rows = await self._nearest(conn, params, query.k)
+        return [_hit(r, i, "vector") for i, r in enumerate(rows, start=1)]
+
+    async def _nearest(
+        self, conn: AsyncConnection, params: dict[str, Any], k: int
+    ) -> list[Row[Any]]:
+        visible = (await conn.execute(_S["count"], {**params, "cap": EXACT_MAX_ROWS})).scalar_one()
+        if visible < EXACT_MAX_ROWS:
+            return list(await conn.execute(_S["exact"], params))
+        ef_search = str(min(1000, max(40, 2 * k)))
+        await conn.execute(_S["ann_settings"], {"ef_search": ef_search})
+        rows = list(await conn.execute(_S["ann"], params))
+        if len(rows) < k:  # iterative scan hit hnsw.max_scan_tuples before finding k rows
+            rows = list(await conn.execute(_S["exact"], params))
+        return rows
+
+    async def search_text(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
+        tsquery = fts.tsquery(query.text)
+        if tsquery is None or query.k <= 0:
+            return []
+        params = {**visible_params(query), "tsquery": tsquery, "k": query.k}
+        async with self._db.tenant_tx(query.tenant_id) as conn:
+            rows = list(await conn.execute(_S["fts"], params))
+        return [_hit(r, i, "fts") for i, r in enumerate(rows, start=1)]

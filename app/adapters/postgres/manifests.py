@@ -1,0 +1,123 @@
+"""Context manifests (``ManifestStore``): written once per (tenant, turn), never updated.
+
+``insert`` runs ``INSERT ... ON CONFLICT (tenant_id, turn_id) DO NOTHING RETURNING``: when it
+inserted, the turn's audit records go in the same transaction and it returns None; when the
+turn already had a manifest (a retry of the same ``turn_id``) it writes nothing and returns
+the stored one, so the caller can compare ``request_sha256`` and answer idempotently.
+
+The indexed columns (session, task, user, created_at) are copied out of the body; created_at
+is the body's ``created_at`` when it has one, so the ``before`` cursor of ``list`` matches
+what clients see. ``list`` is newest first.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, text
+
+from app.adapters.postgres.audit import insert_records
+from app.adapters.postgres.codec import dumps
+from app.adapters.postgres.db import Database
+from app.core.errors import InvalidRequest
+from app.ports import AuditRecord, ManifestFilter, StoredManifest
+
+INSERT_SQL = """
+INSERT INTO manifests (tenant_id, turn_id, key_id, session_id, task_id, user_id,
+                       request_sha256, body, created_at)
+VALUES (:tenant_id, :turn_id, :key_id, :session_id, :task_id, :user_id, :request_sha256,
+        CAST(:body AS jsonb), coalesce(CAST(:created_at AS timestamptz), now()))
+ON CONFLICT (tenant_id, turn_id) DO NOTHING
+RETURNING turn_id
+"""
+_COLS = "turn_id, key_id, request_sha256, body"
+GET_SQL = f"SELECT {_COLS} FROM manifests WHERE tenant_id = :tenant_id AND turn_id = :turn_id"  # noqa: S608 - constant fragments, values are bound
+LIST_SQL = f"""
+SELECT {_COLS} FROM manifests
+WHERE tenant_id = :tenant_id
+  AND (CAST(:session_id AS text) IS NULL OR session_id = :session_id)
+  AND (CAST(:task_id AS text) IS NULL OR task_id = :task_id)
+  AND (CAST(:before AS timestamptz) IS NULL OR created_at < CAST(:before AS timestamptz))
+ORDER BY created_at DESC, turn_id DESC
+LIMIT :limit
+"""  # noqa: S608 - constant fragments, values are bound
+_INSERT, _GET, _LIST = text(INSERT_SQL), text(GET_SQL), text(LIST_SQL)
+
+
+def _stored(row: Row[Any]) -> StoredManifest:
+    return StoredManifest(
+        turn_id=row.turn_id, key_id=row.key_id, request_sha256=row.request_sha256,
+        body=row.body,
+    )
+
+
+def _created_at(body: dict[str, Any]) -> datetime | None:
+    value = body.get("created_at")
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo is not None else None  # naive: let the server decide
+    return None
+
+
+def _before(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidRequest(f"before must be an ISO 8601 timestamp, not {value!r}") from None
+
+
+class PgManifestStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def insert(
+        self, *, tenant_id: str, manifest: StoredManifest, audit: Sequence[AuditRecord]
+    ) -> StoredManifest | None:
+        body = manifest.body
+        params = {
+            "tenant_id": tenant_id,
+            "turn_id": manifest.turn_id,
+            "key_id": manifest.key_id,
+            "session_id": body.get("session_id"),
+            "task_id": body.get("task_id"),
+            "user_id": body.get("user_id"),
+            "request_sha256": manifest.request_sha256,
+            "body": dumps(body),
+            "created_at": _created_at(body),
+        }
+        async with self._db.tenant_tx(tenant_id) as conn:
+            inserted = (await conn.execute(_INSERT, params)).first()
+            if inserted is None:
+                row = (await conn.execute(
+                    _GET, {"tenant_id": tenant_id, "turn_id": manifest.turn_id})).one()
+                return _stored(row)
+            await insert_records(conn, tenant_id, audit)
+        return None
+
+    async def get(self, *, tenant_id: str, turn_id: str) -> StoredManifest | None:
+        async with self._db.tenant_tx(tenant_id) as conn:
+            row = (await conn.execute(_GET, {"tenant_id": tenant_id, "turn_id": turn_id})).first()
+        return _stored(row) if row is not None else None
+
+    async def list(
+        self, *, tenant_id: str, filt: ManifestFilter
+    ) -> builtins.list[StoredManifest]:
+        params = {
+            "tenant_id": tenant_id,
+            "session_id": filt.session_id,
+            "task_id": filt.task_id,
+            "before": _before(filt.before),
+            "limit": filt.limit,
+        }
+        async with self._db.tenant_tx(tenant_id) as conn:
+            return [_stored(r) for r in await conn.execute(_LIST, params)]

@@ -1,0 +1,156 @@
+"""The durable session archive (``SessionArchive``): sessions and their ordered events.
+
+- ``append`` is one transaction: an upsert of the session row that also allocates the new
+  sequence numbers (``last_seq = last_seq + n`` under the row lock taken by ON CONFLICT, so
+  concurrent appends get disjoint, contiguous ranges), then one INSERT of all events.
+  The first write fixes the owner; a write by another user raises ``NotFound`` (the same
+  answer as a missing session: no existence oracle).
+- ``tail(n)`` is the last ``n`` events in ascending order; ``events(after_seq, limit)`` pages.
+Every statement filters on ``tenant_id`` and runs in ``tenant_tx`` (RLS), twice bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Row, text
+
+from app.adapters.postgres.codec import dumps
+from app.adapters.postgres.db import Database
+from app.core.errors import NotFound
+from app.core.model import SessionEvent, SessionInfo
+from app.ports import NewEvent, SessionOwner
+
+_SESSION_COLS = "tenant_id, session_id, user_id, agent_id, parent_session_id, last_seq"
+_EVENT_COLS = "seq, type, role, content, call_id, name, arguments, is_error, created_at"
+
+INFO_SQL = f"""
+SELECT {_SESSION_COLS} FROM sessions WHERE tenant_id = :tenant_id AND session_id = :session_id
+"""  # noqa: S608 - constant fragments, values are bound
+# The WHERE on DO UPDATE makes a foreign owner's session return no row (-> NotFound).
+ALLOCATE_SQL = f"""
+INSERT INTO sessions AS s (tenant_id, session_id, user_id, agent_id, parent_session_id, last_seq)
+VALUES (:tenant_id, :session_id, :user_id, :agent_id, :parent_session_id, :n)
+ON CONFLICT (tenant_id, session_id) DO UPDATE
+    SET last_seq = s.last_seq + EXCLUDED.last_seq, updated_at = now()
+    WHERE s.user_id = EXCLUDED.user_id
+RETURNING {", ".join("s." + c for c in _SESSION_COLS.split(", "))}
+"""  # noqa: S608 - constant fragments, values are bound
+INSERT_EVENTS_SQL = """
+INSERT INTO session_events
+    (tenant_id, session_id, seq, type, role, content, call_id, name, arguments, is_error)
+SELECT :tenant_id, :session_id, e.seq, e.type, e.role, e.content, e.call_id, e.name,
+       CAST(e.arguments AS jsonb), e.is_error
+FROM unnest(CAST(:seqs AS integer[]), CAST(:types AS text[]), CAST(:roles AS text[]),
+            CAST(:contents AS text[]), CAST(:call_ids AS text[]), CAST(:names AS text[]),
+            CAST(:arguments AS text[]), CAST(:is_errors AS boolean[]))
+     AS e(seq, type, role, content, call_id, name, arguments, is_error)
+RETURNING seq, created_at
+"""
+EVENTS_SQL = f"""
+SELECT {_EVENT_COLS} FROM session_events
+WHERE tenant_id = :tenant_id AND session_id = :session_id AND seq > :after_seq
+ORDER BY seq LIMIT :limit
+"""  # noqa: S608 - constant fragments, values are bound
+TAIL_SQL = f"""
+SELECT {_EVENT_COLS} FROM (
+    SELECT {_EVENT_COLS} FROM session_events
+    WHERE tenant_id = :tenant_id AND session_id = :session_id
+    ORDER BY seq DESC LIMIT :n
+) AS last_n ORDER BY seq
+"""  # noqa: S608 - constant fragments, values are bound
+_INFO, _ALLOCATE, _INSERT = text(INFO_SQL), text(ALLOCATE_SQL), text(INSERT_EVENTS_SQL)
+_EVENTS, _TAIL = text(EVENTS_SQL), text(TAIL_SQL)
+
+
+def _info(row: Row[Any]) -> SessionInfo:
+    return SessionInfo(
+        tenant_id=row.tenant_id,
+        session_id=row.session_id,
+        user_id=row.user_id,
+        agent_id=row.agent_id,
+        parent_session_id=row.parent_session_id,
+        last_seq=row.last_seq,
+    )
+
+
+def _event(row: Row[Any]) -> SessionEvent:
+    return SessionEvent(
+        seq=row.seq,
+        type=row.type,
+        role=row.role,
+        content=row.content,
+        call_id=row.call_id,
+        name=row.name,
+        arguments=row.arguments,
+        is_error=row.is_error,
+        created_at=row.created_at,
+    )
+
+
+def _columns(events: Sequence[NewEvent], first_seq: int) -> dict[str, list[Any]]:
+    return {
+        "seqs": list(range(first_seq, first_seq + len(events))),
+        "types": [e.type for e in events],
+        "roles": [e.role for e in events],
+        "contents": [e.content for e in events],
+        "call_ids": [e.call_id for e in events],
+        "names": [e.name for e in events],
+        "arguments": [None if e.arguments is None else dumps(e.arguments) for e in events],
+        "is_errors": [e.is_error for e in events],
+    }
+
+
+class PgSessionArchive:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def info(self, *, tenant_id: str, session_id: str) -> SessionInfo | None:
+        params = {"tenant_id": tenant_id, "session_id": session_id}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            row = (await conn.execute(_INFO, params)).first()
+        return _info(row) if row is not None else None
+
+    async def append(
+        self, *, tenant_id: str, session_id: str, owner: SessionOwner, events: Sequence[NewEvent]
+    ) -> tuple[SessionInfo, list[SessionEvent]]:
+        key = {"tenant_id": tenant_id, "session_id": session_id}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            row = (await conn.execute(_ALLOCATE, {
+                **key,
+                "user_id": owner.user_id,
+                "agent_id": owner.agent_id,
+                "parent_session_id": owner.parent_session_id,
+                "n": len(events),
+            })).first()
+            if row is None:
+                raise NotFound(f"session {session_id!r} not found")
+            info = _info(row)
+            first_seq = info.last_seq - len(events) + 1
+            stored: list[SessionEvent] = []
+            if events:
+                result = await conn.execute(_INSERT, {**key, **_columns(events, first_seq)})
+                created = {r.seq: r.created_at for r in result}
+                stored = [
+                    SessionEvent(
+                        seq=first_seq + i, type=e.type, role=e.role, content=e.content,
+                        call_id=e.call_id, name=e.name, arguments=e.arguments,
+                        is_error=e.is_error, created_at=created[first_seq + i],
+                    )
+                    for i, e in enumerate(events)
+                ]
+        return info, stored
+
+    async def events(
+        self, *, tenant_id: str, session_id: str, after_seq: int, limit: int
+    ) -> list[SessionEvent]:
+        params = {"tenant_id": tenant_id, "session_id": session_id,
+                  "after_seq": after_seq, "limit": limit}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            return [_event(r) for r in await conn.execute(_EVENTS, params)]
+
+    async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]:
+        params = {"tenant_id": tenant_id, "session_id": session_id, "n": n}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            return [_event(r) for r in await conn.execute(_TAIL, params)]

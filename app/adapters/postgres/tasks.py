@@ -1,0 +1,129 @@
+"""Versioned task checkpoints (``TaskStore``): every revision is kept, none is overwritten.
+
+``put`` computes ``latest + 1`` and inserts in one statement; the statement inserts nothing
+when ``expected_revision`` is given and differs from the latest (-> ``StaleRevision``). Two
+concurrent writers that read the same latest collide on the primary key
+(tenant_id, task_id, revision): the loser gets ``StaleRevision`` if it named a revision, and
+is retried (last writer wins) if it did not. ``expected_revision=0`` means "must not exist".
+
+The body is jsonb holding the checkpoint's content; identity, ownership and revision live in
+columns. Whether the caller may see a checkpoint (``user_id``) is the service's decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, text
+from sqlalchemy.exc import IntegrityError
+
+from app.adapters.postgres.codec import dumps
+from app.adapters.postgres.db import Database
+from app.core.errors import StaleRevision
+from app.core.model import Constraint, TaskCheckpoint, ToolEffect
+
+PUT_SQL = """
+INSERT INTO task_checkpoints
+    (tenant_id, task_id, revision, user_id, session_id, parent_task_id, body)
+SELECT :tenant_id, :task_id, latest.revision + 1, :user_id, :session_id, :parent_task_id,
+       CAST(:body AS jsonb)
+FROM (SELECT coalesce(max(revision), 0) AS revision FROM task_checkpoints
+      WHERE tenant_id = :tenant_id AND task_id = :task_id) AS latest
+WHERE CAST(:expected AS integer) IS NULL OR latest.revision = CAST(:expected AS integer)
+RETURNING revision
+"""
+_COLS = "task_id, revision, user_id, session_id, parent_task_id, body, created_at"
+GET_LATEST_SQL = f"""
+SELECT {_COLS} FROM task_checkpoints WHERE tenant_id = :tenant_id AND task_id = :task_id
+ORDER BY revision DESC LIMIT 1
+"""  # noqa: S608 - constant fragments, values are bound
+GET_REVISION_SQL = f"""
+SELECT {_COLS} FROM task_checkpoints
+WHERE tenant_id = :tenant_id AND task_id = :task_id AND revision = :revision
+"""  # noqa: S608 - constant fragments, values are bound
+_PUT, _LATEST, _REVISION = text(PUT_SQL), text(GET_LATEST_SQL), text(GET_REVISION_SQL)
+UNCONDITIONAL_RETRIES = 3
+UNIQUE_VIOLATION = "23505"
+
+
+def body_of(cp: TaskCheckpoint) -> dict[str, Any]:
+    return {
+        "goal": cp.goal,
+        "accepted_decisions": list(cp.accepted_decisions),
+        "verified_evidence": list(cp.verified_evidence),
+        "open_questions": list(cp.open_questions),
+        "constraints": [
+            {"text": c.text, "kind": c.kind, "source_ref": c.source_ref} for c in cp.constraints
+        ],
+        "pending_approvals": list(cp.pending_approvals),
+        "tool_effects": [
+            {"effect_id": t.effect_id, "idempotency_key": t.idempotency_key,
+             "status": t.status, "ref": t.ref}
+            for t in cp.tool_effects
+        ],
+        "next_safe_action": cp.next_safe_action,
+    }
+
+
+def checkpoint_of(row: Row[Any]) -> TaskCheckpoint:
+    body: dict[str, Any] = row.body
+    return TaskCheckpoint(
+        task_id=row.task_id,
+        revision=row.revision,
+        user_id=row.user_id,
+        session_id=row.session_id,
+        parent_task_id=row.parent_task_id,
+        goal=body.get("goal", ""),
+        accepted_decisions=tuple(body.get("accepted_decisions", ())),
+        verified_evidence=tuple(body.get("verified_evidence", ())),
+        open_questions=tuple(body.get("open_questions", ())),
+        constraints=tuple(Constraint(**c) for c in body.get("constraints", ())),
+        pending_approvals=tuple(body.get("pending_approvals", ())),
+        tool_effects=tuple(ToolEffect(**t) for t in body.get("tool_effects", ())),
+        next_safe_action=body.get("next_safe_action", ""),
+        created_at=row.created_at,
+    )
+
+
+class PgTaskStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def put(
+        self, *, tenant_id: str, checkpoint: TaskCheckpoint, expected_revision: int | None
+    ) -> int:
+        params = {
+            "tenant_id": tenant_id,
+            "task_id": checkpoint.task_id,
+            "user_id": checkpoint.user_id,
+            "session_id": checkpoint.session_id,
+            "parent_task_id": checkpoint.parent_task_id,
+            "body": dumps(body_of(checkpoint)),
+            "expected": expected_revision,
+        }
+        attempts = 1 if expected_revision is not None else UNCONDITIONAL_RETRIES
+        for _ in range(attempts):
+            try:
+                async with self._db.tenant_tx(tenant_id) as conn:
+                    revision = (await conn.execute(_PUT, params)).scalar_one_or_none()
+            except IntegrityError as exc:
+                if getattr(exc.orig, "sqlstate", None) != UNIQUE_VIOLATION:
+                    raise
+                continue  # a concurrent writer took latest+1 first
+            if revision is None:
+                break
+            return int(revision)
+        raise StaleRevision(
+            f"task {checkpoint.task_id!r}: expected revision {expected_revision} is not the latest"
+        )
+
+    async def get(
+        self, *, tenant_id: str, task_id: str, revision: int | None = None
+    ) -> TaskCheckpoint | None:
+        params: dict[str, Any] = {"tenant_id": tenant_id, "task_id": task_id}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            if revision is None:
+                row = (await conn.execute(_LATEST, params)).first()
+            else:
+                row = (await conn.execute(_REVISION, {**params, "revision": revision})).first()
+        return checkpoint_of(row) if row is not None else None

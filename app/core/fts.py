@@ -1,0 +1,97 @@
+"""Full-text normalization shared by indexing and querying (pure: no I/O, no globals mutated).
+
+PostgreSQL's default parser does not segment Chinese, Japanese or Korean: a run of CJK
+characters becomes one token, so "退款接口超时" could only match that exact run. We therefore
+index a *normalized* text instead of the raw chunk:
+
+- ``normalize(text)`` lowercases word runs and turns every CJK run into space-separated
+  overlapping character bigrams ("退款接口" -> "退款 款接 接口"; a one-character run stays as
+  is). Punctuation becomes a space. The database stores this as ``search_text`` and derives
+  its ``tsvector`` with the ``simple`` configuration (no stemming, no stop words), so the
+  lexemes in the index are exactly the tokens produced here.
+- ``query_terms(text)`` produces the same tokens for a query, keeping only those that are
+  safe to place in ``to_tsquery`` without escaping: ASCII ``[a-z0-9_]`` words and CJK
+  bigrams. A short list of English stop words is dropped so an OR query is not dominated
+  by "the" and "does".
+- ``tsquery(text)`` joins the terms with `` | `` (OR), or returns ``None`` when nothing is
+  left to search for. Ranking (``ts_rank_cd``) rewards chunks that cover more terms.
+
+>>> normalize("Refund 退款接口超时!")
+'refund 退款 款接 接口 口超 超时'
+>>> tsquery("why does the refund time out?")
+'why | refund | time | out'
+"""
+
+from __future__ import annotations
+
+import re
+
+# Han (incl. extension A and compatibility), kana, Hangul syllables, and the supplementary
+# ideographic planes. Each run of these is bigrammed; everything else is split on non-words.
+_CJK = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf"  # CJK Extension A
+    "\u4e00-\u9fff"  # CJK Unified Ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK Compatibility Ideographs
+    "\U00020000-\U0003134f"  # CJK Extensions B-G
+)
+_TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W{_CJK}]+)")
+_SAFE_WORD = re.compile(r"[a-z0-9_]+")
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
+
+MAX_WORD_CHARS = 64  # longer "words" are hashes or base64 blobs: useless as lexemes
+MAX_QUERY_TERMS = 64  # bounds the size of the tsquery a user's text can produce
+
+_STOP_WORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "has",
+    "have", "how", "i", "in", "is", "it", "of", "on", "or", "that", "the", "this", "to",
+    "was", "what", "when", "where", "which", "who", "will", "with",
+))
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def tokens(text: str) -> list[str]:
+    """Lowercased words and CJK bigrams of ``text``, in order."""
+    out: list[str] = []
+    for m in _TOKEN.finditer(text):
+        cjk = m.group("cjk")
+        if cjk is not None:
+            out.extend(_bigrams(cjk))
+        else:
+            word = m.group("word").lower()
+            if len(word) <= MAX_WORD_CHARS:
+                out.append(word)
+    return out
+
+
+def normalize(text: str) -> str:
+    """The text to index: tokens joined by single spaces."""
+    return " ".join(tokens(text))
+
+
+def _safe(term: str) -> bool:
+    return bool(_SAFE_WORD.fullmatch(term) or _CJK_RUN.fullmatch(term))
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct, escape-free lexemes of a query, in first-seen order."""
+    seen: dict[str, None] = {}
+    for term in tokens(text):
+        if term in _STOP_WORDS or not _safe(term):
+            continue
+        seen.setdefault(term, None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
+    return list(seen)
+
+
+def tsquery(text: str) -> str | None:
+    """An OR ``to_tsquery('simple', ...)`` expression, or None if the query has no terms."""
+    terms = query_terms(text)
+    return " | ".join(terms) if terms else None

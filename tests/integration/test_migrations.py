@@ -1,0 +1,123 @@
+"""Migrations in a fresh database: upgrade -> downgrade -> upgrade, and what each leaves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.adapters.postgres import migrate
+from app.adapters.postgres.db import Database
+
+TENANT_TABLES = {"sessions", "session_events", "task_checkpoints", "knowledge_documents",
+                 "knowledge_chunks", "manifests", "audit_log"}
+
+
+async def _admin(owner_url: str, sql: str) -> None:
+    engine = create_async_engine(owner_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(sql))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+async def fresh_db(pg_owner_url: str, uid: str) -> AsyncIterator[str]:
+    name = f"ctxgate_mig_{uid}"
+    await _admin(pg_owner_url, f'CREATE DATABASE "{name}"')
+    yield make_url(pg_owner_url).set(database=name).render_as_string(hide_password=False)
+    await _admin(pg_owner_url, f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+async def _state(url: str, role: str) -> dict[str, object]:
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            async def scalar_set(sql: str) -> set[str]:
+                return {r[0] for r in await conn.execute(text(sql), {"role": role})}
+
+            return {
+                "tables": await scalar_set(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"),
+                "policies": await scalar_set("SELECT tablename FROM pg_policies"),
+                "forced": await scalar_set(
+                    "SELECT relname FROM pg_class WHERE relforcerowsecurity"),
+                "functions": await scalar_set(
+                    "SELECT proname FROM pg_proc WHERE proname LIKE 'ctxgate_%'"),
+                "role": await scalar_set(
+                    "SELECT rolname FROM pg_roles WHERE rolname = :role "
+                    "AND NOT rolsuper AND NOT rolbypassrls AND rolcanlogin"),
+                "password": await scalar_set(
+                    "SELECT rolname FROM pg_authid WHERE rolname = :role "
+                    "AND rolpassword IS NOT NULL"),
+            }
+    finally:
+        await engine.dispose()
+
+
+async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
+    role = f"ctxgate_mig_{uid}"
+    assert await asyncio.to_thread(migrate.current, fresh_db) is None
+
+    await asyncio.to_thread(migrate.upgrade, fresh_db, app_role=role, app_password="p'w")
+    assert await asyncio.to_thread(migrate.current, fresh_db) == migrate.head()
+    up = await _state(fresh_db, role)
+    assert up["tables"] == TENANT_TABLES | {"api_keys", "alembic_version"}
+    assert up["policies"] == TENANT_TABLES | {"api_keys"}
+    assert up["forced"] == TENANT_TABLES  # api_keys: RLS enabled, not forced (see migration)
+    assert up["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
+                               "ctxgate_key_revoke"}
+    assert up["role"] == up["password"] == {role}
+
+    db = await Database.open(fresh_db, role=role, password="p'w", pool_size=1)
+    try:
+        assert await db.migrations_current()
+    finally:
+        await db.close()
+
+    await asyncio.to_thread(migrate.downgrade, fresh_db, "base", app_role=role)
+    assert await asyncio.to_thread(migrate.current, fresh_db) is None
+    down = await _state(fresh_db, role)
+    assert down["tables"] == {"alembic_version"}
+    assert down["policies"] == down["functions"] == down["role"] == set()
+
+    await asyncio.to_thread(migrate.upgrade, fresh_db, app_role=role, app_password=None)
+    again = await _state(fresh_db, role)
+    assert again["tables"] == up["tables"] and again["role"] == {role}
+    await asyncio.to_thread(migrate.downgrade, fresh_db, "base", app_role=role)
+
+
+async def test_shared_role_survives_downgrade(fresh_db: str) -> None:
+    # ctxgate_app also serves the session's main test database: dropping it must not fail.
+    await asyncio.to_thread(migrate.upgrade, fresh_db, app_role="ctxgate_app", app_password=None)
+    await asyncio.to_thread(migrate.downgrade, fresh_db, "base")
+    state = await _state(fresh_db, "ctxgate_app")
+    assert state["tables"] == {"alembic_version"}
+    assert state["role"] == {"ctxgate_app"}
+
+
+async def test_refuses_privileged_or_invalid_roles(fresh_db: str) -> None:
+    with pytest.raises(Exception, match="plain role"):
+        await asyncio.to_thread(migrate.upgrade, fresh_db, app_role="postgres", app_password=None)
+    assert await asyncio.to_thread(migrate.current, fresh_db) is None  # rolled back
+    with pytest.raises(ValueError, match="invalid app role"):
+        migrate.upgrade(fresh_db, app_role='x"; DROP', app_password=None)
+
+
+async def test_refuses_to_block_a_running_loop(fresh_db: str) -> None:
+    with pytest.raises(RuntimeError, match="to_thread"):
+        migrate.upgrade(fresh_db, app_role="ctxgate_app", app_password=None)
+
+
+async def test_app_database_reports_current(pg_owner_url: str) -> None:
+    db = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=1)
+    try:
+        assert await db.ping()
+        assert await db.migrations_current()
+    finally:
+        await db.close()

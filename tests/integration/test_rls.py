@@ -1,0 +1,176 @@
+"""Tenant isolation holds twice over: Row-Level Security alone, and the adapters' SQL alone.
+
+(a) As the app role with ``app.tenant_id = A``, raw statements *without* a tenant predicate
+    return none of B's rows, cannot write B's rows, and see nothing with no tenant set.
+(b) As the owner (a superuser: RLS does not apply), the adapters' own statements, bound
+    for tenant A, return none of B's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from app.adapters.postgres import knowledge, manifests, sessions, tasks
+from app.adapters.postgres.audit import LIST_SQL as AUDIT_LIST_SQL
+from app.adapters.postgres.audit import PgAuditLog
+from app.adapters.postgres.db import Database
+from app.adapters.postgres.knowledge import PgKnowledgeStore
+from app.adapters.postgres.manifests import PgManifestStore
+from app.adapters.postgres.sessions import PgSessionArchive
+from app.adapters.postgres.tasks import PgTaskStore
+from app.core.model import Acl, DataLevel, TaskCheckpoint, Trust
+from app.ports import (
+    AuditRecord,
+    KnowledgeQuery,
+    NewChunk,
+    NewDocument,
+    NewEvent,
+    SessionOwner,
+    StoredManifest,
+)
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+TABLES = ("sessions", "session_events", "task_checkpoints", "knowledge_documents",
+          "knowledge_chunks", "manifests", "audit_log")
+
+
+@pytest.fixture
+async def db(pg_owner_url: str) -> AsyncIterator[Database]:
+    database = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=2)
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+async def owner(pg_owner_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_async_engine(pg_owner_url)
+    yield engine
+    await engine.dispose()
+
+
+async def seed(db: Database, tenant: str) -> None:
+    """The same ids in each tenant, so only tenant_id tells the rows apart."""
+    await PgSessionArchive(db).append(
+        tenant_id=tenant, session_id="s1",
+        owner=SessionOwner(user_id="alice", agent_id=None, parent_session_id=None),
+        events=[NewEvent(type="message", role="user", content=f"secret of {tenant}")])
+    await PgTaskStore(db).put(tenant_id=tenant, expected_revision=None, checkpoint=TaskCheckpoint(
+        task_id="task-1", revision=0, user_id="alice", session_id="s1", parent_task_id=None,
+        goal=f"goal of {tenant}"))
+    await PgKnowledgeStore(db).upsert(tenant_id=tenant, document=NewDocument(
+        doc_id="d1", version=1, title=None, domain=None, sensitivity=DataLevel.PUBLIC,
+        trust=Trust.REVIEWED, acl=Acl(whole_tenant=True), observed_at=None, expires_at=None,
+        source=None, chunks=(NewChunk(chunk_no=0, text="refund timeout", tokens=2,
+                                      embedding=[1.0] + [0.0] * 383),)))
+    record = AuditRecord(turn_id="turn-1", kind="k", principal="p", ref=None, rule=None,
+                         detail={})
+    await PgManifestStore(db).insert(tenant_id=tenant, audit=[record], manifest=StoredManifest(
+        turn_id="turn-1", key_id="key_1", request_sha256="x",
+        body={"session_id": "s1", "task_id": "task-1"}))
+    await PgAuditLog(db).write(tenant_id=tenant, records=[record])
+
+
+async def test_rls_alone_isolates_tenants(
+    db: Database, owner: AsyncEngine, tenant: str, other_tenant: str
+) -> None:
+    await seed(db, tenant)
+    await seed(db, other_tenant)
+    async with owner.connect() as conn:  # B's rows exist: the filter below is what hides them
+        for table in TABLES:
+            count = f"SELECT count(*) FROM {table} WHERE tenant_id = :t"
+            assert (await conn.execute(text(count), {"t": other_tenant})).scalar_one() >= 1
+
+    async with db.tenant_tx(tenant) as conn:
+        for table in TABLES:
+            seen = (await conn.execute(text(f"SELECT DISTINCT tenant_id FROM {table}"))).all()
+            assert [r[0] for r in seen] == [tenant], table
+        hits = (await conn.execute(text(
+            "SELECT tenant_id FROM knowledge_chunks ORDER BY embedding <=> :v LIMIT 50"),
+            {"v": [1.0] + [0.0] * 383})).all()
+        assert {r[0] for r in hits} == {tenant}
+
+    for table, row in [
+        ("sessions", "(tenant_id, session_id, user_id) VALUES (:t, 'x', 'u')"),
+        ("manifests", "(tenant_id, turn_id, key_id, request_sha256, body) "
+                      "VALUES (:t, 'x', 'k', 's', '{}')"),
+        ("audit_log", "(tenant_id, kind, principal) VALUES (:t, 'k', 'p')"),
+        ("task_checkpoints", "(tenant_id, task_id, revision, user_id, body) "
+                             "VALUES (:t, 'x', 1, 'u', '{}')"),
+    ]:
+        with pytest.raises(DBAPIError, match="row-level security"):
+            async with db.tenant_tx(tenant) as conn:
+                await conn.execute(text(f"INSERT INTO {table} {row}"), {"t": other_tenant})
+
+    async with db.tenant_tx(tenant) as conn:  # updates of B's rows match nothing
+        result = await conn.execute(text("UPDATE sessions SET last_seq = 99 WHERE tenant_id = :t"),
+                                    {"t": other_tenant})
+        assert result.rowcount == 0
+
+    async with db.unscoped_tx() as conn:
+        for table in TABLES:
+            assert (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one() == 0
+
+
+async def test_app_role_is_plain_and_cannot_read_keys(db: Database) -> None:
+    async with db.unscoped_tx() as conn:
+        row = (await conn.execute(text(
+            "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles "
+            "WHERE rolname = current_user"))).one()
+        assert tuple(row) == (False, False, False, False)
+        owned = (await conn.execute(text(
+            "SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid) "
+            "     + (SELECT count(*) FROM pg_proc WHERE proowner = r.oid) "
+            "FROM pg_roles r WHERE r.rolname = current_user"))).scalar_one()
+        assert owned == 0
+    with pytest.raises(DBAPIError, match="permission denied"):
+        async with db.unscoped_tx() as conn:
+            await conn.execute(text("SELECT * FROM api_keys"))
+    with pytest.raises(DBAPIError, match="permission denied"):
+        async with db.tenant_tx("t") as conn:
+            await conn.execute(text("DELETE FROM manifests"))
+
+
+async def test_adapter_sql_alone_isolates_tenants(
+    db: Database, owner: AsyncEngine, tenant: str, other_tenant: str
+) -> None:
+    await seed(db, tenant)
+    await seed(db, other_tenant)
+    q = KnowledgeQuery(tenant_id=tenant, user_id="alice", groups=(), domain=None,
+                       max_level=DataLevel.SECRET, now=NOW, embedding=None, text="", k=50)
+    visible = {**knowledge.visible_params(q), "k": 50}
+    vector = "[" + ",".join(["1"] + ["0"] * 383) + "]"
+    key = {"tenant_id": tenant, "session_id": "s1"}
+    statements: list[tuple[str, dict[str, Any]]] = [
+        (sessions.INFO_SQL, key),
+        (sessions.EVENTS_SQL, {**key, "after_seq": 0, "limit": 50}),
+        (sessions.TAIL_SQL, {**key, "n": 50}),
+        (tasks.GET_LATEST_SQL, {"tenant_id": tenant, "task_id": "task-1"}),
+        (tasks.GET_REVISION_SQL, {"tenant_id": tenant, "task_id": "task-1", "revision": 1}),
+        (knowledge.SEARCH_EXACT_SQL, {**visible, "embedding": vector}),
+        (knowledge.SEARCH_ANN_SQL, {**visible, "embedding": vector}),
+        (knowledge.SEARCH_TEXT_SQL, {**visible, "tsquery": "refund | timeout"}),
+        (manifests.GET_SQL, {"tenant_id": tenant, "turn_id": "turn-1"}),
+        (manifests.LIST_SQL, {"tenant_id": tenant, "session_id": None, "task_id": None,
+                              "before": None, "limit": 50}),
+        (AUDIT_LIST_SQL, {"tenant_id": tenant, "limit": 50}),
+    ]
+    async with owner.connect() as conn:
+        bypass = (await conn.execute(text(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"))).scalar_one()
+        assert bypass, "the owner must bypass RLS for this test to mean anything"
+        for sql, params in statements:
+            rows = (await conn.execute(text(sql), params)).mappings().all()
+            # Each tenant has exactly one of each thing (two audit records): B's would double.
+            assert len(rows) == (2 if sql == AUDIT_LIST_SQL else 1), sql
+            assert other_tenant not in str([dict(r) for r in rows]), sql
+            if "tenant_id" in rows[0]:
+                assert {r["tenant_id"] for r in rows} == {tenant}
+        count = await conn.execute(text(knowledge.COUNT_VISIBLE_SQL), {**visible, "cap": 1000})
+        assert count.scalar_one() == 1

@@ -1,0 +1,55 @@
+"""app.core.fts: CJK bigrams, lowercased words, escape-free query lexemes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.core import fts
+
+
+def test_normalize_bigrams_cjk_runs_and_lowercases_words() -> None:
+    assert fts.normalize("Refund 退款接口超时!") == "refund 退款 款接 接口 口超 超时"
+
+
+def test_normalize_single_cjk_char_stays_and_scripts_split() -> None:
+    assert fts.normalize("退API超时") == "退 api 超时"
+    assert fts.normalize("a,b;c") == "a b c"
+    assert fts.normalize("") == ""
+
+
+def test_normalize_drops_overlong_words() -> None:
+    assert fts.normalize("x" * (fts.MAX_WORD_CHARS + 1) + " ok") == "ok"
+
+
+def test_chinese_query_matches_chunk_with_words_between() -> None:
+    chunk = set(fts.normalize("退款服务的接口调用超时了").split())
+    terms = set(fts.query_terms("退款接口超时"))
+    assert {"退款", "接口", "超时"} <= chunk & terms
+
+
+def test_query_terms_are_escape_free_and_distinct() -> None:
+    terms = fts.query_terms("What's the p99 of refund_v2? 'OR' | ! & (x) <-> café 退款")
+    safe = re.compile(r"[a-z0-9_]+|[\u4e00-\u9fff]{1,2}")
+    assert all(safe.fullmatch(t) for t in terms)
+    assert "the" not in terms  # stop word
+    assert "café" not in terms  # non-ASCII Latin words are indexed but not queried
+    assert terms.count("or") <= 1
+    assert "refund_v2" in terms
+    assert "退款" in terms
+
+
+def test_query_terms_are_bounded() -> None:
+    text = " ".join(f"w{i}" for i in range(500))
+    assert len(fts.query_terms(text)) == fts.MAX_QUERY_TERMS
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("why does the refund time out?", "why | refund | time | out"),
+    ("退款接口", "退款 | 款接 | 接口"),
+    ("the of !!", None),
+    ("", None),
+])
+def test_tsquery(text: str, expected: str | None) -> None:
+    assert fts.tsquery(text) == expected
