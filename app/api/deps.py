@@ -1,0 +1,69 @@
+"""Request dependencies as ``Annotated`` aliases: the container, the caller, role checks."""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import Depends, Request
+
+from app.core.errors import ForbiddenScope, Unauthorized
+from app.core.model import Principal, Role
+
+if TYPE_CHECKING:
+    from app.main import Container
+
+
+def get_container(request: Request) -> Container:
+    container: Container = request.app.state.container
+    return container
+
+
+ContainerDep = Annotated["Container", Depends(get_container)]
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+async def get_principal(request: Request) -> Principal:
+    container = get_container(request)
+    return await container.keys.authenticate(_bearer(request))
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def require(*roles: Role) -> object:
+    async def check(principal: PrincipalDep) -> Principal:
+        if principal.role not in roles:
+            raise ForbiddenScope(f"role {principal.role.value!r} may not do this")
+        return principal
+
+    return Depends(check)
+
+
+RuntimeDep = Annotated[Principal, require(Role.RUNTIME)]
+OpsDep = Annotated[Principal, require(Role.OPS, Role.ADMIN)]
+ReaderDep = Annotated[Principal, require(Role.RUNTIME, Role.OPS, Role.ADMIN)]
+
+
+async def require_platform_admin(request: Request) -> None:
+    expected = get_container(request).settings.admin_token
+    token = _bearer(request)
+    if expected is None or token is None or not hmac.compare_digest(
+            token.encode(), expected.get_secret_value().encode()):
+        raise Unauthorized("the platform admin token is required")
+
+
+PlatformAdminDep = Annotated[None, Depends(require_platform_admin)]
+
+
+def check_tenant_claim(principal: Principal, claimed: str | None) -> None:
+    """A body may name a tenant only to have it checked: any other tenant is 403."""
+    if claimed is not None and claimed != principal.tenant_id:
+        raise ForbiddenScope("the body names a tenant other than the key's")

@@ -1,0 +1,109 @@
+"""The one map from errors to HTTP: RFC 9457 problem+json with stable ``type`` codes.
+
+Nothing else in the code chooses a status code for a domain error. Validation errors list
+the offending fields (``loc``, ``msg``, ``type``) but never echo the input back, so a
+rejected body cannot leak into logs or responses.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from app.adapters.embedders.errors import EmbedderError
+from app.core.errors import (
+    BudgetTooSmall,
+    Conflict,
+    DomainError,
+    ForbiddenScope,
+    InvalidRequest,
+    NotFound,
+    StaleRevision,
+    Unauthorized,
+)
+
+log = logging.getLogger(__name__)
+PROBLEM = "application/problem+json"
+
+STATUS: dict[type[DomainError], tuple[int, str]] = {
+    InvalidRequest: (422, "Invalid request"),
+    Unauthorized: (401, "Unauthorized"),
+    ForbiddenScope: (403, "Forbidden scope"),
+    NotFound: (404, "Not found"),
+    Conflict: (409, "Conflict"),
+    StaleRevision: (409, "Stale revision"),
+    BudgetTooSmall: (422, "Budget too small"),
+}
+
+HTTP_TYPES: dict[int, tuple[str, str]] = {
+    400: ("malformed-request", "Malformed request"),
+    401: ("unauthorized", "Unauthorized"),
+    403: ("forbidden-scope", "Forbidden scope"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    413: ("payload-too-large", "Payload too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
+}
+
+
+def problem(status: int, type_: str, title: str, detail: str,
+            errors: list[dict[str, Any]] | None = None) -> Response:
+    body: dict[str, Any] = {"type": type_, "title": title, "status": status, "detail": detail}
+    if errors is not None:
+        body["errors"] = errors
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM, headers=headers)
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    return [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
+             "type": str(e.get("type", ""))} for e in exc.errors()]
+
+
+async def _domain(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DomainError)
+    status, title = next((v for k, v in STATUS.items() if isinstance(exc, k)),
+                         (400, "Bad request"))
+    return problem(status, exc.type, title, exc.detail)
+
+
+async def _validation(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = _validation_errors(exc)
+    if any(e["type"] == "json_invalid" for e in errors):
+        return problem(400, "malformed-json", "Malformed JSON",
+                       "the request body is not valid JSON", errors)
+    return problem(422, "invalid-request", "Invalid request",
+                   "the request does not match the schema", errors)
+
+
+async def _http(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    type_, title = HTTP_TYPES.get(exc.status_code, ("http-error", "HTTP error"))
+    return problem(exc.status_code, type_, title, str(exc.detail))
+
+
+async def _embedder(_: Request, exc: Exception) -> Response:
+    # Infrastructure, not the caller's fault: retryable, and the turn was not persisted.
+    log.warning("embedder unavailable: %s", exc)
+    return problem(503, EmbedderError.type, "Embedder unavailable",
+                   "query embedding failed; retry, or pass query_embedding")
+
+
+async def _unexpected(_: Request, exc: Exception) -> Response:
+    log.exception("unhandled error", exc_info=exc)
+    return problem(500, "internal", "Internal error", "an unexpected error occurred")
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(DomainError, _domain)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(EmbedderError, _embedder)
+    app.add_exception_handler(Exception, _unexpected)

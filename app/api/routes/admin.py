@@ -1,0 +1,35 @@
+"""Platform-operator key management, guarded by CTXGATE_ADMIN_TOKEN (not a tenant key)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from starlette.responses import Response
+
+from app.api.deps import ContainerDep, PlatformAdminDep
+from app.api.schemas import ID_PATTERN, KeyCreate, KeyCreated, Problem
+from app.core.model import DataLevel, Role
+from app.ports import NewKey
+
+router = APIRouter(tags=["admin"])
+ERRORS = {s: {"model": Problem} for s in (400, 401, 404, 422)}
+
+
+@router.post("/v1/admin/keys", status_code=201, response_model=KeyCreated,
+             responses=ERRORS)  # type: ignore[arg-type]
+async def create_key(body: KeyCreate, _: PlatformAdminDep, container: ContainerDep
+                     ) -> KeyCreated:
+    key_id, api_key = await container.keys.create(NewKey(
+        tenant_id=body.tenant_id, role=Role(body.role),
+        max_data_level=DataLevel.parse(body.max_data_level),
+        domains=tuple(body.domains) if body.domains is not None else None, name=body.name))
+    return KeyCreated(key_id=key_id, api_key=api_key)
+
+
+@router.delete("/v1/admin/keys/{key_id}", status_code=204,
+               responses=ERRORS)  # type: ignore[arg-type]
+async def revoke_key(key_id: Annotated[str, Path(pattern=ID_PATTERN)], _: PlatformAdminDep,
+                     container: ContainerDep) -> Response:
+    await container.keys.revoke(key_id)
+    return Response(status_code=204)

@@ -1,0 +1,24 @@
+"""POST /v1/context — assemble one turn."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from app.api.deps import ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.schemas import ContextRequest, ContextResponse, Problem
+from app.service.assemble import request_sha256
+
+router = APIRouter(tags=["context"])
+ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
+
+
+@router.post("/v1/context", response_model=ContextResponse, responses=ERRORS)  # type: ignore[arg-type]
+async def assemble_context(body: ContextRequest, principal: RuntimeDep,
+                           container: ContainerDep, request: Request) -> Response:
+    check_tenant_claim(principal, body.tenant_id)
+    req = body.to_domain()
+    raw = body.model_dump(mode="json", exclude_none=True)
+    raw["turn_id"] = req.turn_id
+    payload = await container.assembler.turn(principal, req, request_sha256(raw))
+    return Response(payload, media_type="application/json")

@@ -1,0 +1,56 @@
+"""Manifests and audit: what each turn saw, and what the permission guard kept out."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from app.api.deps import ContainerDep, OpsDep, ReaderDep
+from app.api.schemas import ID_PATTERN, AuditList, ManifestList, ManifestOut, Problem
+from app.core.errors import NotFound
+from app.core.model import Principal, Role
+from app.ports import ManifestFilter, StoredManifest
+
+router = APIRouter(tags=["manifests"])
+ERRORS = {s: {"model": Problem} for s in (401, 403, 404, 422)}
+IdQuery = Annotated[str | None, Query(pattern=ID_PATTERN)]
+
+
+def _visible(principal: Principal, m: StoredManifest) -> bool:
+    # A runtime key sees only the manifests it made; ops and admin see the tenant's.
+    return principal.role != Role.RUNTIME or m.key_id == principal.key_id
+
+
+@router.get("/v1/manifests/{turn_id}", response_model=ManifestOut,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def get_manifest(turn_id: Annotated[str, Path(pattern=ID_PATTERN)], principal: ReaderDep,
+                       container: ContainerDep) -> ManifestOut:
+    found = await container.manifests.get(tenant_id=principal.tenant_id, turn_id=turn_id)
+    if found is None or not _visible(principal, found):
+        raise NotFound(f"no manifest {turn_id!r}")
+    return ManifestOut.model_validate(found.body)
+
+
+@router.get("/v1/manifests", response_model=ManifestList,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def list_manifests(
+    principal: ReaderDep, container: ContainerDep, session_id: IdQuery = None,
+    task_id: IdQuery = None, limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    before: Annotated[str | None, Query(max_length=64)] = None,
+) -> ManifestList:
+    found = await container.manifests.list(
+        tenant_id=principal.tenant_id,
+        filt=ManifestFilter(session_id=session_id, task_id=task_id, limit=limit, before=before))
+    visible = [m for m in found if _visible(principal, m)]
+    return ManifestList(
+        manifests=[ManifestOut.model_validate(m.body) for m in visible],
+        next_before=visible[-1].body["created_at"] if len(found) == limit and visible else None)
+
+
+@router.get("/v1/audit", response_model=AuditList, responses=ERRORS)  # type: ignore[arg-type]
+async def list_audit(principal: OpsDep, container: ContainerDep, turn_id: IdQuery = None,
+                     limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> AuditList:
+    records = await container.audit.list(tenant_id=principal.tenant_id, turn_id=turn_id,
+                                         limit=limit)
+    return AuditList(records=records)

@@ -1,0 +1,46 @@
+"""Session events: append (runtime) and the archived transcript (the owning user only)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from app.api.deps import ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.schemas import ID_PATTERN, EventOut, EventsAppend, EventsAppended, EventsPage, Problem
+from app.ports import SessionOwner
+
+router = APIRouter(tags=["sessions"])
+ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 413, 422)}
+SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
+
+
+@router.post("/v1/sessions/{session_id}/events", status_code=201, response_model=EventsAppended,
+             responses=ERRORS)  # type: ignore[arg-type]
+async def append_events(session_id: SessionId, body: EventsAppend, principal: RuntimeDep,
+                        container: ContainerDep) -> EventsAppended:
+    check_tenant_claim(principal, body.tenant_id)
+    seqs = await container.sessions.append(
+        tenant_id=principal.tenant_id, session_id=session_id,
+        owner=SessionOwner(user_id=body.user_id, agent_id=body.agent_id,
+                           parent_session_id=body.parent_session_id),
+        events=body.to_domain())
+    return EventsAppended(session_id=session_id, seqs=seqs)
+
+
+@router.get("/v1/sessions/{session_id}/events", response_model=EventsPage,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def read_events(
+    session_id: SessionId, principal: RuntimeDep, container: ContainerDep,
+    user_id: Annotated[str, Query(pattern=ID_PATTERN)],
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> EventsPage:
+    events = await container.sessions.transcript(
+        tenant_id=principal.tenant_id, session_id=session_id, user_id=user_id,
+        after_seq=after_seq, limit=limit)
+    out = [EventOut(seq=e.seq, type=e.type, role=e.role, content=e.content, call_id=e.call_id,
+                    name=e.name, arguments=e.arguments, is_error=e.is_error,
+                    created_at=e.created_at) for e in events]
+    return EventsPage(session_id=session_id, events=out,
+                      next_after_seq=out[-1].seq if len(out) == limit else None)

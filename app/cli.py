@@ -1,0 +1,155 @@
+"""The ``ctxgate`` command: serve, demo, migrate, keys.
+
+With neither ``CTXGATE_DATABASE_URL`` nor ``CTXGATE_REDIS_URL`` set, ``serve`` and ``demo``
+run on the embedded default (PostgreSQL with pgvector and a Redis-compatible server under
+``CTXGATE_DATA_DIR``), started here and stopped on exit; with both set they start nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Iterator
+
+from pydantic import SecretStr
+
+from app.core.model import DataLevel, Role
+from app.embedded import EmbeddedPostgres, EmbeddedStores
+from app.settings import Settings
+
+log = logging.getLogger("ctxgate")
+
+
+def _admin_token(settings: Settings) -> Settings:
+    """In embedded mode without a configured token, keep one in the data directory."""
+    if settings.admin_token is not None:
+        return settings
+    path = settings.data_dir / "admin_token"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(32))
+        path.chmod(0o600)
+    return settings.model_copy(update={"admin_token": SecretStr(path.read_text().strip())})
+
+
+@contextlib.contextmanager
+def stores(settings: Settings, *, redis: bool = True) -> Iterator[Settings]:
+    """Yield settings with live store URLs, starting the embedded default when needed."""
+    have_db, have_redis = settings.database_url is not None, settings.redis_url is not None
+    if have_db and (have_redis or not redis):
+        yield settings
+        return
+    if have_db != have_redis and redis:
+        sys.exit("set both CTXGATE_DATABASE_URL and CTXGATE_REDIS_URL, or neither "
+                 "(for the embedded default)")
+    if not redis:
+        pg = EmbeddedPostgres(settings.data_dir.resolve() / "pg")
+        url = pg.start()
+        try:
+            yield settings.model_copy(update={"database_url": url})
+        finally:
+            pg.stop()
+        return
+    with EmbeddedStores(settings.data_dir) as urls:
+        yield _admin_token(settings.model_copy(
+            update={"database_url": urls.database_url, "redis_url": urls.redis_url}))
+
+
+def migrate(settings: Settings) -> None:
+    from app.adapters.postgres.migrate import upgrade
+
+    assert settings.database_url is not None
+    password = settings.app_db_password.get_secret_value() if settings.app_db_password else None
+    upgrade(settings.database_url, app_role=settings.app_db_role, app_password=password)
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.main import create_app
+
+    with stores(Settings()) as settings:
+        migrate(settings)
+        if settings.database_url and settings.admin_token and \
+                os.environ.get("CTXGATE_ADMIN_TOKEN") is None:
+            print(f"admin token: {settings.data_dir / 'admin_token'}", file=sys.stderr)
+        uvicorn.run(create_app(settings), host=args.host, port=args.port,
+                    log_level="info", access_log=False)
+
+
+def cmd_migrate(_: argparse.Namespace) -> None:
+    with stores(Settings(), redis=False) as settings:
+        migrate(settings)
+        print("migrations applied")
+
+
+def cmd_keys_create(args: argparse.Namespace) -> None:
+    from app.adapters.postgres.db import Database
+    from app.adapters.postgres.keys import PgKeyStore
+    from app.ports import NewKey
+    from app.service.keys import KeyService
+
+    async def run(settings: Settings) -> tuple[str, str]:
+        assert settings.database_url is not None
+        pw = settings.app_db_password.get_secret_value() if settings.app_db_password else None
+        db = await Database.open(settings.database_url, role=settings.app_db_role, password=pw,
+                                 pool_size=1)
+        try:
+            return await KeyService(PgKeyStore(db)).create(NewKey(
+                tenant_id=args.tenant, role=Role(args.role),
+                max_data_level=DataLevel.parse(args.max_data_level),
+                domains=tuple(args.domain) if args.domain else None, name=args.name))
+        finally:
+            await db.close()
+
+    with stores(Settings(), redis=False) as settings:
+        migrate(settings)
+        key_id, api_key = asyncio.run(run(settings))
+    print(f"key_id  {key_id}\napi_key {api_key}")
+
+
+def cmd_demo(_: argparse.Namespace) -> None:
+    from app.demo import run_demo
+
+    with stores(Settings()) as settings:
+        migrate(settings)
+        asyncio.run(run_demo(settings))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ctxgate", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the HTTP API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.set_defaults(func=cmd_serve)
+    sub.add_parser("demo", help="a guided tour on the embedded default").set_defaults(
+        func=cmd_demo)
+    sub.add_parser("migrate", help="apply migrations").set_defaults(func=cmd_migrate)
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys",
+                                                                         required=True)
+    create = keys.add_parser("create", help="create a key and print it once")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--role", required=True, choices=[r.value for r in Role])
+    create.add_argument("--max-data-level", default="internal",
+                        choices=[d.label for d in DataLevel])
+    create.add_argument("--domain", action="append")
+    create.add_argument("--name", default="cli")
+    create.set_defaults(func=cmd_keys_create)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = parser().parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""``ctxgate demo``: the guided tour, driven through the real HTTP API in-process.
+
+Two tenants, a little knowledge, a session and a task checkpoint from the seeds' stories
+(the refund-timeout task; the discount valid "only before 2026-06-30, channel customers
+excepted"), one assembled turn, then a cross-tenant attempt that is refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+
+from app.main import Container, create_app
+from app.settings import Settings
+
+KNOWLEDGE = [
+    {"doc_id": "runbook-refund", "title": "Refund service runbook", "domain": "payments",
+     "sensitivity": "internal", "trust": "reviewed", "acl": None,
+     "text": "Refund calls time out when the payment gateway is slow. The refund client "
+             "retries with exponential backoff; RetryConfig caps retries at 3.\n\n"
+             "RefundIT is the integration test; it needs a local Redis 7."},
+    {"doc_id": "discount-policy", "title": "Q2 discount policy", "domain": "payments",
+     "sensitivity": "internal", "trust": "reviewed", "acl": None,
+     "text": "The Q2 discount applies only to orders placed before 2026-06-30; channel "
+             "customers are excepted. 该折扣仅限 2026-06-30 前下单，渠道客户除外。"},
+    {"doc_id": "payments-salaries", "title": "Payments team compensation", "domain": "payments",
+     "sensitivity": "confidential", "trust": "reviewed", "acl": {"groups": ["hr"]},
+     "text": "Compensation bands for the refund team. Refund timeout bonus pool."},
+    {"doc_id": "forum-post", "title": "Forum post about refunds", "domain": "payments",
+     "sensitivity": "public", "trust": "untrusted", "acl": None,
+     "text": "Refund timeouts? Just raise the gateway timeout to 120s, it always works."},
+]
+
+
+def _line(label: str, value: object) -> None:
+    print(f"  {label:<22} {value}")
+
+
+async def _setup(c: httpx.AsyncClient, admin: str, run: str) -> tuple[dict[str, str], str]:
+    keys: dict[str, str] = {}
+    for name, tenant, role in (("acme-runtime", f"acme-{run}", "runtime"),
+                               ("acme-ops", f"acme-{run}", "ops"),
+                               ("globex-runtime", f"globex-{run}", "runtime")):
+        r = await c.post("/v1/admin/keys", headers={"Authorization": f"Bearer {admin}"},
+                         json={"tenant_id": tenant, "role": role, "name": name,
+                               "max_data_level": "confidential"})
+        r.raise_for_status()
+        keys[name] = r.json()["api_key"]
+    return keys, f"acme-{run}"
+
+
+async def _seed_acme(c: httpx.AsyncClient, key: str) -> None:
+    h = {"Authorization": f"Bearer {key}"}
+    for doc in KNOWLEDGE:
+        (await c.post("/v1/knowledge/documents", headers=h, json={**doc, "version": 1})
+         ).raise_for_status()
+    events = [
+        {"type": "message", "role": "user", "content": "The refund call times out in staging."},
+        {"type": "tool_call", "call_id": "call_1", "name": "run_tests",
+         "arguments": {"suite": "RefundIT"}},
+        {"type": "tool_result", "call_id": "call_1",
+         "content": "RefundIT passed at 2026-07-14T10:12Z (commit 9f8e7d6)"},
+        {"type": "message", "role": "assistant",
+         "content": "Tests pass; the timeout comes from the gateway retry policy."},
+    ]
+    (await c.post("/v1/sessions/sess_alice_014/events", headers=h,
+                  json={"user_id": "alice", "events": events})).raise_for_status()
+    (await c.put("/v1/tasks/task_refund_timeout/checkpoint", headers=h, json={
+        "user_id": "alice", "session_id": "sess_alice_014",
+        "goal": "Fix the refund timeout and add a regression test",
+        "accepted_decisions": ["Use exponential backoff; do not change the public API"],
+        "verified_evidence": ["commit: 9f8e7d6", "test: RefundIT passed at 2026-07-14T10:12Z"],
+        "open_questions": ["Production retry cap awaits SRE confirmation"],
+        "constraints": [
+            {"text": "The discount applies only before 2026-06-30, channel customers excepted",
+             "kind": "only", "source_ref": "kb://discount-policy#v1"}],
+        "pending_approvals": ["SRE sign-off on the production retry cap"],
+        "tool_effects": [{"effect_id": "pr_draft", "idempotency_key": "pr-4821",
+                          "status": "created", "ref": "pr://4821"}],
+        "next_safe_action": "Only change RetryConfig and rerun RefundIT"})).raise_for_status()
+
+
+async def _seed_globex(c: httpx.AsyncClient, key: str) -> None:
+    (await c.post("/v1/knowledge/documents", headers={"Authorization": f"Bearer {key}"}, json={
+        "doc_id": "orchid", "version": 1, "domain": "payments", "sensitivity": "internal",
+        "trust": "reviewed", "acl": None,
+        "text": "Project ORCHID refund timeout notes: order GX-7731 retries."})
+     ).raise_for_status()
+
+
+def _summary(body: dict[str, Any]) -> None:
+    env, man = body["envelope"], body["manifest"]
+    print(f"\nTurn {body['turn_id']}: {env['total_tokens']} tokens in "
+          f"{len(env['segments'])} segments, {len(env['messages'])} chat messages")
+    for s in env["segments"]:
+        print(f"  [{s['section']:<7}] {s['kind']:<11} {s['tokens']:>4} tok  {s['trust']:<9} "
+              f"{s['ref']}")
+    print("\nManifest")
+    _line("candidates", man["counts"]["candidates"])
+    _line("dropped per layer", man["counts"]["dropped"])
+    for d in man["dropped"]:
+        _line(f"  {d['layer']}", f"{d['type']} {d['ref']}")
+    _line("validation", f"ok={man['validation']['ok']} attempts={man['validation']['attempts']}")
+    _line("stable prefix sha256", man["stable_prefix_sha256"][:16] + "…")
+    _line("timings ms", man["timings_ms"])
+
+
+async def run_demo(settings: Settings) -> None:
+    run = uuid.uuid4().hex[:6]
+    container = await Container.open(settings)
+    app = create_app(container=container)
+    transport = httpx.ASGITransport(app=app)
+    assert settings.admin_token is not None
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://ctxgate") as c:
+            keys, acme = await _setup(c, settings.admin_token.get_secret_value(), run)
+            print(f"Tenants acme-{run} and globex-{run}; three keys created.")
+            await _seed_acme(c, keys["acme-runtime"])
+            await _seed_globex(c, keys["globex-runtime"])
+            print("Ingested 4 documents for acme (one confidential for HR only, one untrusted "
+                  "forum post) and 1 for globex; wrote a session and a task checkpoint.")
+            turn = {"turn_id": f"turn_demo_{run}", "session_id": "sess_alice_014",
+                    "task_id": "task_refund_timeout", "user_id": "alice",
+                    "groups": ["payments-oncall"], "domain": "payments",
+                    "data_level": "internal", "query": "why does the refund call time out?",
+                    "budget": {"max_tokens": 4000, "reserve_output": 1000}}
+            r = await c.post("/v1/context", json=turn,
+                             headers={"Authorization": f"Bearer {keys['acme-runtime']}"})
+            r.raise_for_status()
+            _summary(r.json())
+            leaked = "ORCHID" in r.text
+            print(f"\nglobex's 'Project ORCHID' in acme's envelope or manifest: {leaked}")
+            await _cross_tenant(c, keys, acme, turn["turn_id"])
+    finally:
+        await container.close()
+
+
+async def _cross_tenant(c: httpx.AsyncClient, keys: dict[str, str], acme: str,
+                        turn_id: str) -> None:
+    globex = {"Authorization": f"Bearer {keys['globex-runtime']}"}
+    r = await c.get(f"/v1/manifests/{turn_id}", headers=globex)
+    print(f"globex reads acme's manifest        -> {r.status_code} {r.json()['type']}")
+    r = await c.get(f"/v1/manifests/turn_missing_{turn_id}", headers=globex)
+    print(f"globex reads a manifest that is not -> {r.status_code} {r.json()['type']} "
+          "(indistinguishable)")
+    r = await c.post("/v1/context", headers=globex, json={
+        "tenant_id": acme, "user_id": "alice", "query": "refund timeout",
+        "budget": {"max_tokens": 2000}})
+    print(f"globex names acme in a body          -> {r.status_code} {r.json()['type']}")
+    ops = {"Authorization": f"Bearer {keys['acme-ops']}"}
+    r = await c.get(f"/v1/audit?turn_id={turn_id}", headers=ops)
+    print(f"acme ops reads the turn's audit      -> {len(r.json()['records'])} permission drops "
+          "recorded")

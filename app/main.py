@@ -1,0 +1,151 @@
+"""Composition root: the one place where settings become stores, services and the app.
+
+``Container.open(settings)`` builds the object graph on live connections;
+``create_app(settings)`` wires it into FastAPI with a lifespan that owns the pools. Nothing
+is constructed at import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+
+from app.adapters.embedders.factory import make_embedder
+from app.adapters.postgres.audit import PgAuditLog
+from app.adapters.postgres.db import Database
+from app.adapters.postgres.keys import PgKeyStore
+from app.adapters.postgres.knowledge import PgKnowledgeStore
+from app.adapters.postgres.manifests import PgManifestStore
+from app.adapters.postgres.sessions import PgSessionArchive
+from app.adapters.postgres.tasks import PgTaskStore
+from app.adapters.redis.client import open_redis
+from app.adapters.redis.client import ping as redis_ping
+from app.adapters.redis.replay import RedisReplayCache
+from app.adapters.redis.session_tail import RedisSessionTail
+from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
+from app.api import errors
+from app.api.middleware import BodyLimit, RequestMetrics
+from app.api.routes import admin, context, health, knowledge, manifests, sessions, tasks
+from app.core.model import Layer, Section
+from app.core.pipeline import PipelineConfig
+from app.observability import Metrics
+from app.ports import AuditLog, Embedder, ManifestStore
+from app.service.assemble import Assembler
+from app.service.keys import KeyService
+from app.service.knowledge import KnowledgeService
+from app.service.sessions import SessionService
+from app.service.tasks import TaskService
+from app.settings import Settings
+
+
+def pipeline_config(settings: Settings) -> PipelineConfig:
+    shares = settings.budget_shares
+    return PipelineConfig(
+        shares={Section.STABLE: shares.stable, Section.SESSION: shares.session,
+                Section.DYNAMIC: shares.dynamic},
+        limits={Layer.KNOWLEDGE: settings.knowledge_k, Layer.TEAM: 5, Layer.USER: 5},
+        floor=settings.relevance_floor,
+        threshold_tokens=settings.reference_threshold_tokens,
+        excerpt_tokens=settings.excerpt_tokens,
+    )
+
+
+@dataclass(kw_only=True)
+class Container:
+    settings: Settings
+    db: Database
+    redis: object
+    embedder: Embedder
+    metrics: Metrics
+    keys: KeyService
+    sessions: SessionService
+    tasks: TaskService
+    knowledge: KnowledgeService
+    manifests: ManifestStore
+    audit: AuditLog
+    assembler: Assembler
+
+    @classmethod
+    async def open(cls, settings: Settings) -> Container:
+        if settings.database_url is None or settings.redis_url is None:
+            raise ValueError("database_url and redis_url must be set (see app.cli serve)")
+        password = settings.app_db_password.get_secret_value() if settings.app_db_password \
+            else None
+        db = await Database.open(settings.database_url, role=settings.app_db_role,
+                                 password=password, pool_size=settings.db_pool_size)
+        redis = open_redis(settings.redis_url)
+        count = TiktokenCounter(settings.tokenizer)
+        embedder = make_embedder(settings)
+        metrics = Metrics()
+        session_svc = SessionService(
+            PgSessionArchive(db),
+            RedisSessionTail(redis, prefix=settings.redis_prefix,
+                             max_len=settings.session_tail_len,
+                             ttl_s=settings.session_tail_ttl_s),
+            tail_len=settings.session_tail_len)
+        task_svc = TaskService(PgTaskStore(db))
+        kstore = PgKnowledgeStore(db)
+        mstore = PgManifestStore(db)
+        assembler = Assembler(
+            sessions=session_svc, tasks=task_svc, knowledge=kstore, manifests=mstore,
+            replay=RedisReplayCache(redis, prefix=settings.redis_prefix,
+                                    ttl_s=settings.replay_ttl_s),
+            embedder=embedder, count_tokens=count, config=pipeline_config(settings),
+            knowledge_k=settings.knowledge_k, history_events=settings.history_turns,
+            policy_revision=settings.policy_revision, metrics=metrics)
+        return cls(
+            settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
+            keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
+            knowledge=KnowledgeService(kstore, embedder, count), manifests=mstore,
+            audit=PgAuditLog(db), assembler=assembler)
+
+    async def readiness(self) -> dict[str, bool]:
+        async def pg() -> bool:
+            try:
+                return await self.db.migrations_current()
+            except Exception:
+                return False
+
+        postgres, redis = await asyncio.gather(pg(), redis_ping(self.redis))  # type: ignore[arg-type]
+        return {"postgres": postgres, "redis": redis}
+
+    async def close(self) -> None:
+        await self.redis.aclose()  # type: ignore[attr-defined]
+        await self.db.close()
+
+
+def create_app(settings: Settings | None = None, container: Container | None = None) -> FastAPI:
+    """The ASGI app. With ``container`` given (tests), the lifespan does not own the pools."""
+    settings = settings or (container.settings if container else Settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if container is not None:
+            app.state.container = container
+            yield
+            return
+        owned = await Container.open(settings)
+        warm = getattr(owned.embedder, "warm", None)
+        if warm is not None:  # load the model now, not on the first turn
+            await warm()
+        app.state.container = owned
+        try:
+            yield
+        finally:
+            await owned.close()
+
+    app = FastAPI(
+        title="ctxgate", version="0.1.0", lifespan=lifespan,
+        summary="Context-assembly gateway for AI agents: Guard before Memory.")
+    if container is not None:
+        app.state.container = container
+    errors.install(app)
+    for module in (context, sessions, tasks, knowledge, manifests, admin, health):
+        app.include_router(module.router)
+    app.add_middleware(RequestMetrics)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

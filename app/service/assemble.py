@@ -1,0 +1,211 @@
+"""Assemble one turn: collect every layer concurrently, run the pure pipeline, persist.
+
+Order of effects: the manifest (and the audit records of permission drops) is committed
+before the response exists; the exact response body is then kept in the replay cache so a
+retried ``turn_id`` returns the same bytes instead of a second manifest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from app.adapters.redis.replay import RedisReplayCache
+from app.core.candidates import query_candidate, session_candidates, task_state_candidates
+from app.core.errors import Conflict
+from app.core.manifest import build_manifest, envelope_body
+from app.core.model import (
+    Candidate,
+    Drop,
+    KnowledgeHit,
+    Principal,
+    Scope,
+    SessionEvent,
+    TaskCheckpoint,
+    TurnRequest,
+)
+from app.core.pipeline import PipelineConfig, assemble
+from app.core.retrieval import knowledge_candidates
+from app.core.scope import resolve_scope
+from app.observability import Metrics
+from app.ports import (
+    AuditRecord,
+    Embedder,
+    KnowledgeQuery,
+    KnowledgeStore,
+    ManifestStore,
+    StoredManifest,
+    TokenCounter,
+)
+from app.service.sessions import SessionService
+from app.service.tasks import TaskService
+
+REPLAY_WAIT_S = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Collected:
+    events: list[SessionEvent]
+    session_owner: str | None
+    checkpoint: TaskCheckpoint | None
+    hits: list[KnowledgeHit]
+
+
+def request_sha256(raw: dict[str, Any]) -> str:
+    return hashlib.sha256(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class Assembler:
+    def __init__(
+        self,
+        *,
+        sessions: SessionService,
+        tasks: TaskService,
+        knowledge: KnowledgeStore,
+        manifests: ManifestStore,
+        replay: RedisReplayCache,
+        embedder: Embedder,
+        count_tokens: TokenCounter,
+        config: PipelineConfig,
+        knowledge_k: int,
+        history_events: int,
+        policy_revision: str,
+        metrics: Metrics,
+    ) -> None:
+        self._sessions = sessions
+        self._tasks = tasks
+        self._knowledge = knowledge
+        self._manifests = manifests
+        self._replay = replay
+        self._embedder = embedder
+        self._count = count_tokens
+        self._config = config
+        self._k = knowledge_k
+        self._history = history_events
+        self._policy_revision = policy_revision
+        self._metrics = metrics
+
+    async def turn(self, principal: Principal, req: TurnRequest, req_hash: str) -> bytes:
+        scope = resolve_scope(principal, req)
+        cached = await self._replay.get(scope.tenant_id, req.turn_id)
+        if cached is not None:
+            return self._replayed(cached, req_hash)
+        t0 = time.perf_counter()
+        collected = await self._collect(scope, req)
+        collect_ms = (time.perf_counter() - t0) * 1000
+        candidates = self._candidates(scope, req, collected)
+        now = datetime.now(UTC)
+        assembly, timings = assemble(
+            scope=scope, candidates=candidates, checkpoint=collected.checkpoint,
+            budget=req.budget, now=now, count_tokens=self._count, config=self._config,
+            clock=time.perf_counter)
+        timings = {"collect": collect_ms, **timings}
+        manifest = build_manifest(
+            scope=scope, turn_id=req.turn_id, assembly=assembly,
+            max_tokens=req.budget.max_tokens, reserve_output=req.budget.reserve_output,
+            redaction_profile=req.redaction_profile, policy_revision=self._policy_revision,
+            created_at=now, timings_ms=timings)
+        t1 = time.perf_counter()
+        body = orjson.dumps({"turn_id": req.turn_id, "envelope": envelope_body(assembly),
+                             "manifest": manifest})
+        stored = StoredManifest(turn_id=req.turn_id, key_id=principal.key_id,
+                                request_sha256=req_hash, body=manifest)
+        existing = await self._persist(scope, principal, stored, assembly.permission_drops)
+        if existing is not None:
+            return await self._after_race(scope, req.turn_id, existing, req_hash)
+        await self._replay.put(scope.tenant_id, req.turn_id, _wrap(req_hash, body))
+        timings["persist"] = (time.perf_counter() - t1) * 1000
+        self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings)
+        return body
+
+    async def _collect(self, scope: Scope, req: TurnRequest) -> Collected:
+        async def session() -> tuple[str | None, list[SessionEvent]]:
+            if scope.session_id is None:
+                return None, []
+            info, events = await self._sessions.hot_tail(
+                tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id)
+            return (info.user_id if info else None), events[-self._history:]
+
+        async def task() -> TaskCheckpoint | None:
+            if scope.task_id is None:
+                return None
+            return await self._tasks.for_turn(
+                tenant_id=scope.tenant_id, task_id=scope.task_id, user_id=scope.user_id)
+
+        async def vector() -> list[KnowledgeHit]:
+            emb = (list(req.query_embedding) if req.query_embedding is not None
+                   else await self._embedder.embed_query(req.query))
+            return await self._knowledge.search_vector(query=self._query(scope, req, emb))
+
+        async def text() -> list[KnowledgeHit]:
+            return await self._knowledge.search_text(query=self._query(scope, req, None))
+
+        (owner, events), checkpoint, vhits, thits = await asyncio.gather(
+            session(), task(), vector(), text())
+        return Collected(events=events, session_owner=owner, checkpoint=checkpoint,
+                         hits=[*vhits, *thits])
+
+    def _query(self, scope: Scope, req: TurnRequest, emb: Sequence[float] | None
+               ) -> KnowledgeQuery:
+        return KnowledgeQuery(
+            tenant_id=scope.tenant_id, user_id=scope.user_id, groups=scope.groups,
+            domain=scope.domain, max_level=scope.data_level, now=datetime.now(UTC),
+            embedding=emb, text=req.query, k=self._k)
+
+    def _candidates(self, scope: Scope, req: TurnRequest, got: Collected) -> list[Candidate]:
+        out: list[Candidate] = []
+        if scope.session_id is not None and got.events:
+            out += session_candidates(
+                got.events, tenant_id=scope.tenant_id, session_id=scope.session_id,
+                owner_user_id=got.session_owner, count_tokens=self._count)
+        if got.checkpoint is not None:
+            out += task_state_candidates(got.checkpoint, scope.tenant_id, self._count)
+        out += knowledge_candidates(got.hits, count_tokens=self._count)
+        out.append(query_candidate(scope, req.query, scope.tenant_id, self._count))
+        return out
+
+    async def _persist(self, scope: Scope, principal: Principal, stored: StoredManifest,
+                       drops: Sequence[Drop]) -> StoredManifest | None:
+        audit = [
+            AuditRecord(turn_id=stored.turn_id, kind=d.type, principal=principal.key_id,
+                        ref=d.ref, rule=d.reason, detail={"kind": d.kind.value,
+                                                          "user_id": scope.user_id})
+            for d in drops
+        ]
+        try:
+            return await self._manifests.insert(
+                tenant_id=scope.tenant_id, manifest=stored, audit=audit)
+        except Exception:
+            self._metrics.manifest_write_failures.inc()
+            raise
+
+    async def _after_race(self, scope: Scope, turn_id: str, existing: StoredManifest,
+                          req_hash: str) -> bytes:
+        if existing.request_sha256 != req_hash:
+            raise Conflict(f"turn_id {turn_id!r} was already used by a different request")
+        deadline = time.monotonic() + REPLAY_WAIT_S
+        while time.monotonic() < deadline:  # the winner is writing the replay entry now
+            cached = await self._replay.get(scope.tenant_id, turn_id)
+            if cached is not None:
+                return self._replayed(cached, req_hash)
+            await asyncio.sleep(0.02)
+        raise Conflict(f"turn_id {turn_id!r} was already assembled; its response has expired, "
+                       f"fetch GET /v1/manifests/{turn_id} or use a new turn_id")
+
+    @staticmethod
+    def _replayed(cached: bytes, req_hash: str) -> bytes:
+        stored_hash, body = cached.split(b"\n", 1)
+        if stored_hash.decode() != req_hash:
+            raise Conflict("turn_id was already used by a different request")
+        return body
+
+
+def _wrap(req_hash: str, body: bytes) -> bytes:
+    return req_hash.encode() + b"\n" + body

@@ -1,0 +1,82 @@
+"""Session writes and reads: the archive in Postgres is the truth, the Redis tail a cache.
+
+A write commits to the archive first, then appends to the tail; if Redis is down the write
+still succeeds (it is durable) and the next read rebuilds the tail. A read takes the tail
+only when it is exactly the last events the archive says exist, else rebuilds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from app.adapters.redis.session_tail import is_complete
+from app.core.errors import NotFound
+from app.core.model import SessionEvent, SessionInfo
+from app.ports import NewEvent, SessionArchive, SessionOwner, SessionTail
+
+log = logging.getLogger(__name__)
+
+
+class SessionService:
+    def __init__(self, archive: SessionArchive, tail: SessionTail, *, tail_len: int) -> None:
+        self._archive = archive
+        self._tail = tail
+        self._tail_len = tail_len
+
+    async def append(
+        self, *, tenant_id: str, session_id: str, owner: SessionOwner, events: Sequence[NewEvent]
+    ) -> list[int]:
+        info, stored = await self._archive.append(
+            tenant_id=tenant_id, session_id=session_id, owner=owner, events=events)
+        try:
+            await self._tail.append(tenant_id=tenant_id, session_id=session_id, events=stored)
+        except Exception:  # Redis is a cache here: the archive already holds the events.
+            log.warning("session tail append failed; it will be rebuilt", exc_info=True)
+        del info
+        return [e.seq for e in stored]
+
+    async def _owned(self, tenant_id: str, session_id: str, user_id: str) -> SessionInfo:
+        info = await self._archive.info(tenant_id=tenant_id, session_id=session_id)
+        if info is None or info.user_id != user_id:
+            # Another user's session is the same 404 as a missing one.
+            raise NotFound(f"no session {session_id!r}")
+        return info
+
+    async def transcript(
+        self, *, tenant_id: str, session_id: str, user_id: str, after_seq: int, limit: int
+    ) -> list[SessionEvent]:
+        await self._owned(tenant_id, session_id, user_id)
+        return await self._archive.events(
+            tenant_id=tenant_id, session_id=session_id, after_seq=after_seq, limit=limit)
+
+    async def hot_tail(
+        self, *, tenant_id: str, session_id: str, user_id: str
+    ) -> tuple[SessionInfo | None, list[SessionEvent]]:
+        """The session's recent events for a turn; a new session is (None, [])."""
+        info, cached = await asyncio.gather(
+            self._archive.info(tenant_id=tenant_id, session_id=session_id),
+            self._read_tail(tenant_id, session_id),
+        )
+        if info is None:
+            return None, []
+        if info.user_id != user_id:
+            raise NotFound(f"no session {session_id!r}")
+        if cached is not None and is_complete(cached, last_seq=info.last_seq,
+                                               max_len=self._tail_len):
+            return info, cached
+        rebuilt = await self._archive.tail(
+            tenant_id=tenant_id, session_id=session_id, n=self._tail_len)
+        try:
+            await self._tail.replace(tenant_id=tenant_id, session_id=session_id, events=rebuilt)
+        except Exception:
+            log.warning("session tail rebuild could not be cached", exc_info=True)
+        return info, rebuilt
+
+    async def _read_tail(self, tenant_id: str, session_id: str) -> list[SessionEvent] | None:
+        try:
+            return await self._tail.read(tenant_id=tenant_id, session_id=session_id)
+        except Exception:
+            log.warning("session tail read failed; using the archive", exc_info=True)
+            return None

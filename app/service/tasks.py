@@ -1,0 +1,37 @@
+"""Task checkpoints: versioned structured state; a task belongs to the user who created it."""
+
+from __future__ import annotations
+
+from app.core.errors import NotFound
+from app.core.model import TaskCheckpoint
+from app.ports import TaskStore
+
+
+class TaskService:
+    def __init__(self, store: TaskStore) -> None:
+        self._store = store
+
+    async def put(
+        self, *, tenant_id: str, checkpoint: TaskCheckpoint, expected_revision: int | None
+    ) -> int:
+        latest = await self._store.get(tenant_id=tenant_id, task_id=checkpoint.task_id)
+        if latest is not None and latest.user_id != checkpoint.user_id:
+            raise NotFound(f"no task {checkpoint.task_id!r}")
+        return await self._store.put(
+            tenant_id=tenant_id, checkpoint=checkpoint, expected_revision=expected_revision)
+
+    async def get(
+        self, *, tenant_id: str, task_id: str, user_id: str | None, revision: int | None = None
+    ) -> TaskCheckpoint:
+        found = await self._store.get(tenant_id=tenant_id, task_id=task_id, revision=revision)
+        if found is None or (user_id is not None and found.user_id != user_id):
+            raise NotFound(f"no task {task_id!r}" + (f" revision {revision}" if revision else ""))
+        return found
+
+    async def for_turn(self, *, tenant_id: str, task_id: str, user_id: str
+                       ) -> TaskCheckpoint | None:
+        """The latest checkpoint of a task for a turn; a task with none yet is normal."""
+        found = await self._store.get(tenant_id=tenant_id, task_id=task_id)
+        if found is not None and found.user_id != user_id:
+            raise NotFound(f"no task {task_id!r}")
+        return found

@@ -1,0 +1,149 @@
+"""Bad input: every case is a clear 4xx problem+json, never a 500, never half-written."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.api.conftest import KeyMaker, bearer
+from tests.api.seed import checkpoint, session, turn
+
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(r: httpx.Response, status: int, type_: str) -> dict[str, object]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith(PROBLEM)
+    body = r.json()
+    assert body["type"] == type_ and body["status"] == status
+    assert body["title"] and body["detail"]
+    return dict(body)
+
+
+async def test_no_key_unknown_key_and_revoked_key_are_401(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        admin_headers: dict[str, str]) -> None:
+    assert_problem(await client.post("/v1/context", json=turn()), 401, "unauthorized")
+    assert_problem(await client.post("/v1/context", headers=bearer("cgk_nope"), json=turn()),
+                   401, "unauthorized")
+    r = await client.post("/v1/admin/keys", headers=admin_headers,
+                          json={"tenant_id": tenant, "role": "runtime"})
+    key_id, key = r.json()["key_id"], r.json()["api_key"]
+    assert (await client.post("/v1/context", headers=bearer(key), json=turn())).status_code == 200
+    assert (await client.delete(f"/v1/admin/keys/{key_id}", headers=admin_headers)
+            ).status_code == 204
+    assert_problem(await client.post("/v1/context", headers=bearer(key), json=turn()),
+                   401, "unauthorized")
+
+
+async def test_admin_endpoints_need_the_platform_token(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    tenant_admin = await make_key(tenant, "admin")
+    r = await client.post("/v1/admin/keys", headers=bearer(tenant_admin),
+                          json={"tenant_id": tenant, "role": "admin"})
+    assert_problem(r, 401, "unauthorized")
+
+
+async def test_scope_above_the_key_or_another_tenant_is_403(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str, other_tenant: str) -> None:
+    key = await make_key(tenant, max_data_level="internal", domains=["payments"])
+    assert_problem(await client.post("/v1/context", headers=bearer(key),
+                                     json=turn(data_level="confidential")), 403, "forbidden-scope")
+    assert_problem(await client.post("/v1/context", headers=bearer(key),
+                                     json=turn(domain="hr")), 403, "forbidden-scope")
+    assert_problem(await client.post("/v1/context", headers=bearer(key),
+                                     json=turn(tenant_id=other_tenant)), 403, "forbidden-scope")
+    ops = await make_key(tenant, "ops")
+    assert_problem(await client.post("/v1/context", headers=bearer(ops), json=turn()),
+                   403, "forbidden-scope")
+    runtime = await make_key(tenant)
+    assert_problem(await client.get("/v1/audit", headers=bearer(runtime)), 403,
+                   "forbidden-scope")
+
+
+@pytest.mark.parametrize(("patch", "field"), [
+    ({"budget": {"max_tokens": -5}}, "max_tokens"),
+    ({"budget": {"max_tokens": 10**12}}, "max_tokens"),
+    ({"budget": {"max_tokens": 1000, "reserve_output": 1000}}, "budget"),
+    ({"data_level": "top-secret"}, "data_level"),
+    ({"query": 42}, "query"),
+    ({"session_id": "a:b"}, "session_id"),
+    ({"session_id": "ѕess"}, "session_id"),  # Cyrillic look-alike
+    ({"user_id": "u" * 300}, "user_id"),
+    ({"query_embedding": [0.1, 0.2]}, "query_embedding"),
+    ({"surprise": True}, "surprise"),
+])
+async def test_invalid_turn_bodies_are_422_with_the_field(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        patch: dict[str, object], field: str) -> None:
+    key = await make_key(tenant)
+    body = assert_problem(await client.post("/v1/context", headers=bearer(key),
+                                            json=turn(**patch)), 422, "invalid-request")
+    assert any(field in map(str, e["loc"]) for e in body["errors"])  # type: ignore[attr-defined]
+
+
+async def test_malformed_json_is_400(client: httpx.AsyncClient, make_key: KeyMaker,
+                                     tenant: str) -> None:
+    key = await make_key(tenant)
+    r = await client.post("/v1/context", headers={**bearer(key), "content-type":
+                                                  "application/json"}, content=b'{"user_id": ')
+    assert_problem(r, 400, "malformed-json")
+
+
+async def test_oversized_body_is_413_and_nothing_is_written(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+    huge = [{"type": "message", "role": "user", "content": "x" * 190_000} for _ in range(8)]
+    r = await client.post("/v1/sessions/s_big/events", headers=bearer(key),
+                          json={"user_id": "alice", "events": huge})
+    assert_problem(r, 413, "payload-too-large")
+    assert_problem(await client.get("/v1/sessions/s_big/events?user_id=alice",
+                                    headers=bearer(key)), 404, "not-found")
+
+
+async def test_session_of_another_user_is_404(client: httpx.AsyncClient, make_key: KeyMaker,
+                                              tenant: str) -> None:
+    key = await make_key(tenant)
+    await session(client, key, "s_alice")
+    r = await client.post("/v1/sessions/s_alice/events", headers=bearer(key), json={
+        "user_id": "bob", "events": [{"type": "message", "role": "user", "content": "hi"}]})
+    missing = await client.get("/v1/sessions/s_nobody/events?user_id=bob", headers=bearer(key))
+    foreign = await client.get("/v1/sessions/s_alice/events?user_id=bob", headers=bearer(key))
+    assert_problem(r, 404, "not-found")
+    assert_problem(missing, 404, "not-found")
+    assert_problem(foreign, 404, "not-found")
+    page = await client.get("/v1/sessions/s_alice/events?user_id=alice", headers=bearer(key))
+    assert [e["seq"] for e in page.json()["events"]] == [1, 2]
+
+
+async def test_foreign_tenant_manifest_is_the_same_404_as_a_missing_one(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str, other_tenant: str) -> None:
+    mine, theirs = await make_key(tenant), await make_key(other_tenant)
+    assert (await client.post("/v1/context", headers=bearer(theirs),
+                              json=turn(turn_id="turn_x"))).status_code == 200
+    foreign = await client.get("/v1/manifests/turn_x", headers=bearer(mine))
+    missing = await client.get("/v1/manifests/turn_y", headers=bearer(mine))
+    a = assert_problem(foreign, 404, "not-found")
+    b = assert_problem(missing, 404, "not-found")
+    assert a["title"] == b["title"]
+    assert str(a["detail"]).replace("turn_x", "ID") == str(b["detail"]).replace("turn_y", "ID")
+
+
+async def test_stale_checkpoint_revision_is_409(client: httpx.AsyncClient, make_key: KeyMaker,
+                                                tenant: str) -> None:
+    key = await make_key(tenant)
+    assert await checkpoint(client, key, "t1") == 1
+    assert await checkpoint(client, key, "t1", expected_revision=1) == 2
+    r = await client.put("/v1/tasks/t1/checkpoint", headers=bearer(key), json={
+        "user_id": "alice", "goal": "g", "expected_revision": 1})
+    assert_problem(r, 409, "stale-revision")
+    first = await client.get("/v1/tasks/t1/checkpoint?revision=1", headers=bearer(key))
+    assert first.json()["revision"] == 1
+    bad_kind = await client.put("/v1/tasks/t1/checkpoint", headers=bearer(key), json={
+        "user_id": "alice", "goal": "g", "constraints": [{"text": "x", "kind": "maybe"}]})
+    assert_problem(bad_kind, 422, "invalid-request")
+
+
+async def test_unknown_route_and_method_are_problems(client: httpx.AsyncClient) -> None:
+    assert_problem(await client.get("/v1/nothing"), 404, "not-found")
+    assert_problem(await client.get("/v1/context"), 405, "method-not-allowed")

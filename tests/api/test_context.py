@@ -1,0 +1,117 @@
+"""POST /v1/context end to end on the real stores, and the seeds' acceptance checks."""
+
+from __future__ import annotations
+
+import httpx
+
+from app.main import Container
+from tests.api.conftest import KeyMaker, bearer
+from tests.api.seed import DISCOUNT, checkpoint, ingest, session, turn
+
+
+async def test_turn_returns_envelope_and_fetchable_manifest(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+    await ingest(client, key, "runbook", "Refund calls time out when the gateway is slow.")
+    await session(client, key, "s1")
+    await checkpoint(client, key, "task1")
+    r = await client.post("/v1/context", headers=bearer(key),
+                          json=turn(turn_id="turn_e2e", session_id="s1", task_id="task1"))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    env, man = body["envelope"], body["manifest"]
+    kinds = {s["kind"] for s in env["segments"]}
+    assert {"task_state", "session", "retrieval", "query"} <= kinds
+    assert env["total_tokens"] <= 6000 - 1000
+    assert any(DISCOUNT in s["content"] for s in env["segments"])
+    assert man["validation"]["ok"] is True
+    assert man["tenant_id"] == tenant and man["turn_id"] == "turn_e2e"
+    assert env["messages"][-1] == {"role": "user", "content": "why does the refund call time out?"}
+    assert "content" not in man["segments"][0]  # manifests hold refs and hashes only
+    got = await client.get("/v1/manifests/turn_e2e", headers=bearer(key))
+    assert got.status_code == 200
+    assert got.json() == man
+
+
+async def test_retrying_a_turn_id_never_makes_a_second_manifest(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+    await session(client, key, "s1")
+    first = await client.post("/v1/context", headers=bearer(key),
+                              json=turn(turn_id="turn_retry", session_id="s1"))
+    await session(client, key, "s1")  # state changes between the attempts
+    again = await client.post("/v1/context", headers=bearer(key),
+                              json=turn(turn_id="turn_retry", session_id="s1"))
+    assert first.status_code == again.status_code == 200
+    assert first.content == again.content
+    listed = await client.get("/v1/manifests?session_id=s1", headers=bearer(key))
+    assert [m["turn_id"] for m in listed.json()["manifests"]] == ["turn_retry"]
+    other = await client.post("/v1/context", headers=bearer(key),
+                              json=turn(turn_id="turn_retry", query="something else"))
+    assert other.status_code == 409
+    assert other.json()["type"] == "conflict"
+
+
+async def test_first_turn_of_a_new_session_and_task_is_normal(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+    r = await client.post("/v1/context", headers=bearer(key),
+                          json=turn(session_id="brand_new", task_id="new_task"))
+    assert r.status_code == 200, r.text
+    assert [s["kind"] for s in r.json()["envelope"]["segments"]] == ["query"]
+
+
+async def test_unauthorized_document_never_appears_in_manifest(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+    ops = await make_key(tenant, "ops")
+    await ingest(client, key, "hr-only", "Refund timeout bonus pool for HR eyes only",
+                 acl={"groups": ["hr"]})
+    await ingest(client, key, "shared", "Refund timeout runbook for everyone")
+    r = await client.post("/v1/context", headers=bearer(key), json=turn(turn_id="turn_acl"))
+    assert r.status_code == 200
+    assert "hr-only" not in r.text and "bonus pool" not in r.text
+    assert "kb://shared" in r.text
+    audit = await client.get("/v1/audit?turn_id=turn_acl", headers=bearer(ops))
+    assert audit.status_code == 200
+
+
+async def test_cross_tenant_retrieval_returns_nothing(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str, other_tenant: str) -> None:
+    mine, theirs = await make_key(tenant), await make_key(other_tenant)
+    await ingest(client, theirs, "canary", "CANARY-B-7731 refund timeout notes")
+    await session(client, theirs, "shared_name")
+    r = await client.post("/v1/context", headers=bearer(mine),
+                          json=turn(session_id="shared_name"))
+    assert r.status_code == 200
+    assert "CANARY-B-7731" not in r.text
+    assert [s["kind"] for s in r.json()["envelope"]["segments"]] == ["query"]
+
+
+async def test_flushed_redis_tail_is_rebuilt_and_keeps_permissions(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        container: Container) -> None:
+    key = await make_key(tenant)
+    await session(client, key, "s_flush", n=4)
+    redis = container.redis
+    keys = [k async for k in redis.scan_iter(match=f"{container.settings.redis_prefix}:*")]  # type: ignore[attr-defined]
+    assert keys
+    await redis.delete(*keys)  # type: ignore[attr-defined]
+    r = await client.post("/v1/context", headers=bearer(key), json=turn(session_id="s_flush"))
+    assert r.status_code == 200
+    assert sum(s["kind"] == "session" for s in r.json()["envelope"]["segments"]) == 4
+    bob = await client.post("/v1/context", headers=bearer(key),
+                            json=turn(session_id="s_flush", user_id="bob"))
+    assert bob.status_code == 404
+
+
+async def test_budget_too_small_for_never_compress_content(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+    long_rules = [{"text": f"Rule {i}: only refund orders of region {i} " * 6, "kind": "only"}
+                  for i in range(20)]
+    await checkpoint(client, key, "big", constraints=long_rules)
+    r = await client.post("/v1/context", headers=bearer(key), json=turn(
+        task_id="big", budget={"max_tokens": 300, "reserve_output": 0}))
+    assert r.status_code == 422
+    assert r.json()["type"] == "budget-too-small"
