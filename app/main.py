@@ -32,7 +32,7 @@ from app.api.middleware import BodyLimit, RequestMetrics
 from app.api.routes import admin, context, health, knowledge, manifests, sessions, tasks
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
-from app.observability import Metrics
+from app.observability import Metrics, make_tracer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.assemble import Assembler
 from app.service.keys import KeyService
@@ -96,7 +96,8 @@ class Container:
                                     ttl_s=settings.replay_ttl_s),
             embedder=embedder, count_tokens=count, config=pipeline_config(settings),
             knowledge_k=settings.knowledge_k, history_events=settings.history_turns,
-            policy_revision=settings.policy_revision, metrics=metrics)
+            policy_revision=settings.policy_revision, metrics=metrics,
+            tracer=make_tracer("ctxgate", console=settings.otel_console))
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,

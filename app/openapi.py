@@ -15,7 +15,8 @@ from app.settings import Settings
 
 def render() -> str:
     spec = create_app(Settings()).openapi()
-    return yaml.safe_dump(spec, sort_keys=True, allow_unicode=True, width=100)
+    text: str = yaml.safe_dump(spec, sort_keys=True, allow_unicode=True, width=100)
+    return text
 
 
 if __name__ == "__main__":

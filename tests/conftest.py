@@ -67,7 +67,7 @@ def settings(pg_owner_url: str, redis_url: str, uid: str) -> Settings:
         database_url=pg_owner_url,
         redis_url=redis_url,
         redis_prefix=f"ctxgate-test-{uid}",
-        admin_token="test-admin-token-" + uid,  # type: ignore[arg-type]
+        admin_token="test-admin-token-" + uid,
     )
 
 

@@ -16,12 +16,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from opentelemetry.trace import Tracer
 
 from app.adapters.redis.replay import RedisReplayCache
 from app.core.candidates import query_candidate, session_candidates, task_state_candidates
 from app.core.errors import Conflict
 from app.core.manifest import build_manifest, envelope_body
 from app.core.model import (
+    Assembly,
     Candidate,
     Drop,
     KnowledgeHit,
@@ -34,7 +36,7 @@ from app.core.model import (
 from app.core.pipeline import PipelineConfig, assemble
 from app.core.retrieval import knowledge_candidates
 from app.core.scope import resolve_scope
-from app.observability import Metrics
+from app.observability import Metrics, record_counts, stage_span
 from app.ports import (
     AuditRecord,
     Embedder,
@@ -78,6 +80,7 @@ class Assembler:
         history_events: int,
         policy_revision: str,
         metrics: Metrics,
+        tracer: Tracer,
     ) -> None:
         self._sessions = sessions
         self._tasks = tasks
@@ -91,21 +94,36 @@ class Assembler:
         self._history = history_events
         self._policy_revision = policy_revision
         self._metrics = metrics
+        self._tracer = tracer
 
     async def turn(self, principal: Principal, req: TurnRequest, req_hash: str) -> bytes:
         scope = resolve_scope(principal, req)
         cached = await self._replay.get(scope.tenant_id, req.turn_id)
         if cached is not None:
             return self._replayed(cached, req_hash)
+        with stage_span(self._tracer, "ctxgate.turn") as span:
+            body, assembly = await self._assemble(principal, scope, req, req_hash)
+            if assembly is not None:
+                record_counts(span, candidates=assembly.candidates,
+                              segments=len(assembly.envelope.segments),
+                              total_tokens=assembly.envelope.total_tokens,
+                              dropped=len(assembly.dropped) + len(assembly.permission_drops))
+            return body
+
+    async def _assemble(self, principal: Principal, scope: Scope, req: TurnRequest,
+                        req_hash: str) -> tuple[bytes, Assembly | None]:
         t0 = time.perf_counter()
-        collected = await self._collect(scope, req)
+        with stage_span(self._tracer, "ctxgate.collect"):
+            collected = await self._collect(scope, req)
         collect_ms = (time.perf_counter() - t0) * 1000
         candidates = self._candidates(scope, req, collected)
         now = datetime.now(UTC)
-        assembly, timings = assemble(
-            scope=scope, candidates=candidates, checkpoint=collected.checkpoint,
-            budget=req.budget, now=now, count_tokens=self._count, config=self._config,
-            clock=time.perf_counter)
+        with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:
+            assembly, timings = assemble(
+                scope=scope, candidates=candidates, checkpoint=collected.checkpoint,
+                budget=req.budget, now=now, count_tokens=self._count, config=self._config,
+                clock=time.perf_counter)
+            record_counts(span, **{f"stage_us.{k}": int(v * 1000) for k, v in timings.items()})
         timings = {"collect": collect_ms, **timings}
         manifest = build_manifest(
             scope=scope, turn_id=req.turn_id, assembly=assembly,
@@ -117,13 +135,14 @@ class Assembler:
                              "manifest": manifest})
         stored = StoredManifest(turn_id=req.turn_id, key_id=principal.key_id,
                                 request_sha256=req_hash, body=manifest)
-        existing = await self._persist(scope, principal, stored, assembly.permission_drops)
-        if existing is not None:
-            return await self._after_race(scope, req.turn_id, existing, req_hash)
-        await self._replay.put(scope.tenant_id, req.turn_id, _wrap(req_hash, body))
+        with stage_span(self._tracer, "ctxgate.persist", audit=len(assembly.permission_drops)):
+            existing = await self._persist(scope, principal, stored, assembly.permission_drops)
+            if existing is not None:
+                return await self._after_race(scope, req.turn_id, existing, req_hash), None
+            await self._replay.put(scope.tenant_id, req.turn_id, _wrap(req_hash, body))
         timings["persist"] = (time.perf_counter() - t1) * 1000
         self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings)
-        return body
+        return body, assembly
 
     async def _collect(self, scope: Scope, req: TurnRequest) -> Collected:
         async def session() -> tuple[str | None, list[SessionEvent]]:

@@ -288,7 +288,7 @@ def k8s() -> dict[str, dict[str, Any]]:
 
 def _container(doc: dict[str, Any]) -> dict[str, Any]:
     (container,) = doc["spec"]["template"]["spec"]["containers"]
-    return container
+    return dict(container)
 
 
 def _assert_hardened(doc: dict[str, Any]) -> None:
