@@ -47,7 +47,8 @@ def pipeline_config(settings: Settings) -> PipelineConfig:
     return PipelineConfig(
         shares={Section.STABLE: shares.stable, Section.SESSION: shares.session,
                 Section.DYNAMIC: shares.dynamic},
-        limits={Layer.KNOWLEDGE: settings.knowledge_k, Layer.TEAM: 5, Layer.USER: 5},
+        limits={Layer.KNOWLEDGE: settings.knowledge_k, Layer.SESSION: 4, Layer.TEAM: 5,
+                Layer.USER: 5},
         floor=settings.relevance_floor,
         threshold_tokens=settings.reference_threshold_tokens,
         excerpt_tokens=settings.excerpt_tokens,

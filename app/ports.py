@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from app.core.model import (
     Acl,
+    AssertionPolicy,
     DataLevel,
     KnowledgeHit,
     Principal,
@@ -20,7 +21,9 @@ from app.core.model import (
     SessionEvent,
     SessionInfo,
     TaskCheckpoint,
+    TranscriptHit,
     Trust,
+    Visibility,
 )
 
 Vector = Sequence[float]
@@ -33,6 +36,7 @@ class NewKey:
     max_data_level: DataLevel
     domains: tuple[str, ...] | None
     name: str
+    max_session_visibility: Visibility = Visibility.TREE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +125,7 @@ class KeyStore(Protocol):
     async def create(self, *, key: NewKey, key_hash: bytes) -> str: ...
     async def revoke(self, *, key_id: str) -> bool: ...
     async def principal(self, *, key_hash: bytes) -> Principal | None: ...
+    async def set_assertion_policy(self, *, tenant_id: str, policy: AssertionPolicy) -> None: ...
 
 
 class SessionArchive(Protocol):
@@ -134,6 +139,10 @@ class SessionArchive(Protocol):
         self, *, tenant_id: str, session_id: str, after_seq: int, limit: int
     ) -> list[SessionEvent]: ...
     async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]: ...
+    async def visible_sessions(self, *, tenant_id: str, session_id: str, user_id: str,
+                               visibility: Visibility) -> list[str]: ...
+    async def search(self, *, tenant_id: str, session_ids: Sequence[str], query: str,
+                     limit: int) -> list[TranscriptHit]: ...
 
 
 class SessionTail(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 
 from app.core.errors import ForbiddenScope, Unauthorized
 from app.core.model import Principal, Role
@@ -67,3 +67,8 @@ def check_tenant_claim(principal: Principal, claimed: str | None) -> None:
     """A body may name a tenant only to have it checked: any other tenant is 403."""
     if claimed is not None and claimed != principal.tenant_id:
         raise ForbiddenScope("the body names a tenant other than the key's")
+
+
+# The signed end-user assertion (a JWT of the tenant's); see app.service.identity.
+AssertionDep = Annotated[str | None, Header(
+    alias="X-Ctxgate-User-Assertion", description="JWT naming the end user (sub, groups)")]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.core.model import (
     Acl,
+    AssertionPolicy,
     Budget,
     Constraint,
     DataLevel,
@@ -21,6 +22,7 @@ from app.core.model import (
     ToolEffect,
     Trust,
     TurnRequest,
+    Visibility,
 )
 from app.ports import NewDocument, NewEvent
 
@@ -30,11 +32,25 @@ Text = Annotated[str, Field(max_length=200_000)]
 ShortText = Annotated[str, Field(max_length=4_000)]
 DataLevelName = Literal["public", "internal", "confidential", "secret"]
 RoleName = Literal["runtime", "ops", "admin"]
+VisibilityName = Literal["self", "tree", "agent", "all"]
 EMBEDDING_DIM = 384
 
 
 class Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class TranscriptHitOut(BaseModel):
+    session_id: str
+    seq: int
+    type: str
+    role: str | None
+    content: str
+    rank: int
+
+
+class TranscriptSearch(BaseModel):
+    hits: list[TranscriptHitOut]
 
 
 class TenantClaim(Wire):
@@ -49,7 +65,22 @@ class KeyCreate(Wire):
     role: RoleName
     max_data_level: DataLevelName = "internal"
     domains: list[Id] | None = Field(default=None, max_length=64)
+    max_session_visibility: VisibilityName = "tree"
     name: ShortText = ""
+
+
+class TenantIdentityIn(Wire):
+    require_assertion: bool = True
+    algorithm: Literal["HS256", "RS256"]
+    key: Annotated[str, Field(min_length=1, max_length=16_384,
+                              description="HS256 secret or RS256 PEM public key")]
+    issuer: ShortText | None = None
+    audience: ShortText | None = None
+
+    def to_domain(self) -> AssertionPolicy:
+        return AssertionPolicy(require=self.require_assertion, algorithm=self.algorithm,
+                               key_material=self.key, issuer=self.issuer,
+                               audience=self.audience)
 
 
 class KeyCreated(BaseModel):
@@ -269,13 +300,17 @@ class ContextRequest(TenantClaim):
         default=None, min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
     budget: BudgetIn
     redaction_profile: Id | None = None
+    session_visibility: VisibilityName | None = Field(
+        default=None, description="How far transcript search reaches; capped by the key.")
     workspace: WorkspaceIn | None = None
 
-    def to_domain(self) -> TurnRequest:
+    def to_domain(self, *, groups: tuple[str, ...]) -> TurnRequest:
         return TurnRequest(
             turn_id=self.turn_id or f"turn_{uuid.uuid4().hex[:16]}",
             session_id=self.session_id, task_id=self.task_id, user_id=self.user_id,
-            groups=tuple(sorted(set(self.groups))), domain=self.domain,
+            groups=groups, domain=self.domain,
+            session_visibility=(Visibility.parse(self.session_visibility)
+                                if self.session_visibility else None),
             data_level=DataLevel.parse(self.data_level), query=self.query,
             query_embedding=tuple(self.query_embedding) if self.query_embedding else None,
             budget=Budget(max_tokens=self.budget.max_tokens,

@@ -29,6 +29,25 @@ class DataLevel(IntEnum):
         return self.name.lower()
 
 
+class Visibility(IntEnum):
+    """How far a turn may read other sessions' content, narrowest first (OpenClaw's
+    ``tools.sessions.visibility``): this session, the sessions it spawned, the same agent's
+    sessions of the user, all of the user's sessions. Never another user's."""
+
+    SELF = 0
+    TREE = 1
+    AGENT = 2
+    ALL = 3
+
+    @classmethod
+    def parse(cls, name: str) -> Visibility:
+        return cls[name.upper()]
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
 class Role(StrEnum):
     RUNTIME = "runtime"
     OPS = "ops"
@@ -99,6 +118,17 @@ class DropLayer(StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AssertionPolicy:
+    """A tenant's rule for end-user identity: ``user_id``/``groups`` from a JWT it signs."""
+
+    require: bool
+    algorithm: str  # "HS256" | "RS256"
+    key_material: str  # the HS256 secret or the RS256 public key (PEM)
+    issuer: str | None = None
+    audience: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Principal:
     """The authenticated caller, resolved from the API key — never from the body."""
 
@@ -107,6 +137,8 @@ class Principal:
     role: Role
     max_data_level: DataLevel
     domains: tuple[str, ...] | None  # None: every domain of the tenant
+    max_session_visibility: Visibility = Visibility.TREE
+    assertion: AssertionPolicy | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +162,7 @@ class TurnRequest:
     query_embedding: tuple[float, ...] | None
     budget: Budget
     redaction_profile: str | None
+    session_visibility: Visibility | None = None  # None: the key's cap, at most TREE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +177,7 @@ class Scope:
     data_level: DataLevel
     session_id: str | None
     task_id: str | None
+    session_visibility: Visibility = Visibility.TREE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,6 +317,15 @@ class SessionEvent:
     arguments: Any = None
     is_error: bool = False
     created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptHit:
+    """An event of one of the caller's visible sessions that matched a transcript search."""
+
+    session_id: str
+    event: SessionEvent
+    rank: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from app.core.model import Candidate, Freshness, Kind, KnowledgeHit, Layer, Section
+from app.core.model import (
+    Acl,
+    Candidate,
+    DataLevel,
+    Freshness,
+    Kind,
+    KnowledgeHit,
+    Layer,
+    Section,
+    TranscriptHit,
+    Trust,
+)
 
 
 def knowledge_candidates(
@@ -49,3 +60,32 @@ def knowledge_candidates(
             )
         )
     return out
+
+
+def transcript_candidates(
+    hits: Iterable[TranscriptHit], *, tenant_id: str, owner_user_id: str,
+    count_tokens: Callable[[str], int],
+) -> list[Candidate]:
+    """Matches from the caller's *other* visible sessions: evidence, fenced as data."""
+    return [
+        Candidate(
+            ref=f"session://{h.session_id}/events/{h.event.seq}",
+            kind=Kind.RETRIEVAL,
+            layer=Layer.SESSION,
+            section=Section.DYNAMIC,
+            role="system",
+            content=h.event.content,
+            tenant_id=tenant_id,
+            origin=f"session://{h.session_id}",
+            trust=Trust.EVIDENCE,
+            sensitivity=DataLevel.INTERNAL,
+            acl=Acl(whole_tenant=True),
+            owner_user_id=owner_user_id,
+            freshness=Freshness(observed_at=h.event.created_at, revision=f"seq{h.event.seq}"),
+            tokens=count_tokens(h.event.content),
+            priority=30,
+            scores=(("transcript", h.rank),),
+            reason="transcript search",
+        )
+        for h in hits
+    ]

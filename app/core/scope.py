@@ -4,13 +4,14 @@ Contract: ``resolve_scope(principal, request)`` returns the ``Scope`` every late
 store query is bounded by, or raises ``ForbiddenScope``. The tenant always comes from the key,
 never from the body. The key caps the turn: only a ``runtime`` key may assemble; the requested
 ``data_level`` may not exceed the key's maximum; a domain-restricted key must name one of its
-domains (a restricted key asking for no domain would widen its reach, so that is forbidden too).
+domains (a restricted key asking for no domain would widen its reach, so that is forbidden too);
+``session_visibility`` may not exceed the key's cap and defaults to ``tree`` (or the cap).
 """
 
 from __future__ import annotations
 
 from app.core.errors import ForbiddenScope
-from app.core.model import Principal, Role, Scope, TurnRequest
+from app.core.model import Principal, Role, Scope, TurnRequest, Visibility
 
 
 def _check_allowed(principal: Principal, request: TurnRequest) -> None:
@@ -29,9 +30,21 @@ def _check_allowed(principal: Principal, request: TurnRequest) -> None:
         raise ForbiddenScope(f"domain {request.domain!r} is outside the key's domains")
 
 
+def _visibility(principal: Principal, request: TurnRequest) -> Visibility:
+    cap = principal.max_session_visibility
+    if request.session_visibility is None:
+        return min(Visibility.TREE, cap)
+    if request.session_visibility > cap:
+        raise ForbiddenScope(
+            f"session_visibility {request.session_visibility.label!r} exceeds the key's "
+            f"maximum {cap.label!r}")
+    return request.session_visibility
+
+
 def resolve_scope(principal: Principal, request: TurnRequest) -> Scope:
     _check_allowed(principal, request)
     return Scope(
+        session_visibility=_visibility(principal, request),
         tenant_id=principal.tenant_id,
         key_id=principal.key_id,
         user_id=request.user_id,

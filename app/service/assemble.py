@@ -31,10 +31,12 @@ from app.core.model import (
     Scope,
     SessionEvent,
     TaskCheckpoint,
+    TranscriptHit,
     TurnRequest,
+    Visibility,
 )
 from app.core.pipeline import PipelineConfig, assemble
-from app.core.retrieval import knowledge_candidates
+from app.core.retrieval import knowledge_candidates, transcript_candidates
 from app.core.scope import resolve_scope
 from app.observability import Metrics, record_counts, stage_span
 from app.ports import (
@@ -50,6 +52,7 @@ from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
 REPLAY_WAIT_S = 2.0
+TRANSCRIPT_HITS = 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +61,7 @@ class Collected:
     session_owner: str | None
     checkpoint: TaskCheckpoint | None
     hits: list[KnowledgeHit]
+    transcript: list[TranscriptHit]
 
 
 def request_sha256(raw: dict[str, Any]) -> str:
@@ -145,12 +149,20 @@ class Assembler:
         return body, assembly
 
     async def _collect(self, scope: Scope, req: TurnRequest) -> Collected:
-        async def session() -> tuple[str | None, list[SessionEvent]]:
+        async def session() -> tuple[str | None, list[SessionEvent], list[TranscriptHit]]:
             if scope.session_id is None:
-                return None, []
+                return None, [], []
             info, events = await self._sessions.hot_tail(
                 tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id)
-            return (info.user_id if info else None), events[-self._history:]
+            if info is None:
+                return None, [], []
+            found: list[TranscriptHit] = []
+            if scope.session_visibility > Visibility.SELF:
+                found = await self._sessions.search(
+                    tenant_id=scope.tenant_id, session_id=scope.session_id,
+                    user_id=scope.user_id, visibility=scope.session_visibility,
+                    query=req.query, limit=TRANSCRIPT_HITS, exclude_current=True)
+            return info.user_id, events[-self._history:], found
 
         async def task() -> TaskCheckpoint | None:
             if scope.task_id is None:
@@ -166,10 +178,10 @@ class Assembler:
         async def text() -> list[KnowledgeHit]:
             return await self._knowledge.search_text(query=self._query(scope, req, None))
 
-        (owner, events), checkpoint, vhits, thits = await asyncio.gather(
+        (owner, events, found), checkpoint, vhits, thits = await asyncio.gather(
             session(), task(), vector(), text())
         return Collected(events=events, session_owner=owner, checkpoint=checkpoint,
-                         hits=[*vhits, *thits])
+                         hits=[*vhits, *thits], transcript=found)
 
     def _query(self, scope: Scope, req: TurnRequest, emb: Sequence[float] | None
                ) -> KnowledgeQuery:
@@ -187,6 +199,10 @@ class Assembler:
         if got.checkpoint is not None:
             out += task_state_candidates(got.checkpoint, scope.tenant_id, self._count)
         out += knowledge_candidates(got.hits, count_tokens=self._count)
+        if got.transcript and got.session_owner is not None:
+            out += transcript_candidates(got.transcript, tenant_id=scope.tenant_id,
+                                         owner_user_id=got.session_owner,
+                                         count_tokens=self._count)
         out.append(query_candidate(scope, req.query, scope.tenant_id, self._count))
         return out
 

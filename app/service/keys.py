@@ -6,8 +6,9 @@ import hashlib
 import secrets
 
 from app.core.errors import NotFound, Unauthorized
-from app.core.model import Principal
+from app.core.model import AssertionPolicy, Principal
 from app.ports import KeyStore, NewKey
+from app.service.identity import check_policy
 
 KEY_PREFIX = "cgk_"
 
@@ -38,3 +39,7 @@ class KeyService:
         if principal is None:
             raise Unauthorized("unknown or revoked key")
         return principal
+
+    async def set_assertion_policy(self, tenant_id: str, policy: AssertionPolicy) -> None:
+        check_policy(policy)
+        await self._store.set_assertion_policy(tenant_id=tenant_id, policy=policy)

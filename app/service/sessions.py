@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from app.adapters.redis.session_tail import is_complete
 from app.core.errors import NotFound
-from app.core.model import SessionEvent, SessionInfo
+from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
 from app.ports import NewEvent, SessionArchive, SessionOwner, SessionTail
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,18 @@ class SessionService:
         await self._owned(tenant_id, session_id, user_id)
         return await self._archive.events(
             tenant_id=tenant_id, session_id=session_id, after_seq=after_seq, limit=limit)
+
+    async def search(self, *, tenant_id: str, session_id: str, user_id: str,
+                     visibility: Visibility, query: str, limit: int,
+                     exclude_current: bool = False) -> list[TranscriptHit]:
+        """Transcript search over the sessions ``visibility`` opens to this user."""
+        await self._owned(tenant_id, session_id, user_id)
+        ids = await self._archive.visible_sessions(
+            tenant_id=tenant_id, session_id=session_id, user_id=user_id, visibility=visibility)
+        if exclude_current:
+            ids = [i for i in ids if i != session_id]
+        return await self._archive.search(tenant_id=tenant_id, session_ids=ids, query=query,
+                                          limit=limit)
 
     async def hot_tail(
         self, *, tenant_id: str, session_id: str, user_id: str

@@ -67,11 +67,11 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
     await asyncio.to_thread(migrate.upgrade, fresh_db, app_role=role, app_password="p'w")
     assert await asyncio.to_thread(migrate.current, fresh_db) == migrate.head()
     up = await _state(fresh_db, role)
-    assert up["tables"] == TENANT_TABLES | {"api_keys", "alembic_version"}
+    assert up["tables"] == TENANT_TABLES | {"api_keys", "tenant_identity", "alembic_version"}
     assert up["policies"] == TENANT_TABLES | {"api_keys"}
     assert up["forced"] == TENANT_TABLES  # api_keys: RLS enabled, not forced (see migration)
     assert up["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
-                               "ctxgate_key_revoke"}
+                               "ctxgate_key_revoke", "ctxgate_tenant_identity_set"}
     assert up["role"] == up["password"] == {role}
 
     db = await Database.open(fresh_db, role=role, password="p'w", pool_size=1)
@@ -79,6 +79,15 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
         assert await db.migrations_current()
     finally:
         await db.close()
+
+    # Step down one revision and back: each revision's downgrade restores the one before.
+    await asyncio.to_thread(migrate.downgrade, fresh_db, "0001", app_role=role)
+    one = await _state(fresh_db, role)
+    assert one["tables"] == TENANT_TABLES | {"api_keys", "alembic_version"}
+    assert one["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
+                                "ctxgate_key_revoke"}
+    await asyncio.to_thread(migrate.upgrade, fresh_db, app_role=role, app_password="p'w")
+    assert await _state(fresh_db, role) == up
 
     await asyncio.to_thread(migrate.downgrade, fresh_db, "base", app_role=role)
     assert await asyncio.to_thread(migrate.current, fresh_db) is None

@@ -13,20 +13,28 @@ import secrets
 from sqlalchemy import text
 
 from app.adapters.postgres.db import Database
-from app.core.model import DataLevel, Principal, Role
+from app.core.model import AssertionPolicy, DataLevel, Principal, Role, Visibility
 from app.ports import NewKey
 
 CREATE_SQL = (
     "SELECT ctxgate_key_create(:key_id, :tenant_id, :name, :role, "
-    "CAST(:max_data_level AS smallint), CAST(:domains AS text[]), :key_hash)"
+    "CAST(:max_data_level AS smallint), CAST(:domains AS text[]), :max_session_visibility, "
+    ":key_hash)"
 )
 REVOKE_SQL = "SELECT ctxgate_key_revoke(:key_id)"
 PRINCIPAL_SQL = (
-    "SELECT key_id, tenant_id, role, max_data_level, domains "
+    "SELECT key_id, tenant_id, role, max_data_level, domains, max_session_visibility, "
+    "require_assertion, algorithm, key_material, issuer, audience "
     "FROM ctxgate_key_principal(:key_hash)"
 )
 
+IDENTITY_SQL = (
+    "SELECT ctxgate_tenant_identity_set(:tenant_id, :require, :algorithm, :key_material, "
+    ":issuer, :audience)"
+)
+
 _CREATE, _REVOKE, _PRINCIPAL = text(CREATE_SQL), text(REVOKE_SQL), text(PRINCIPAL_SQL)
+_IDENTITY = text(IDENTITY_SQL)
 
 
 def new_key_id() -> str:
@@ -45,6 +53,7 @@ class PgKeyStore:
             "role": key.role.value,
             "max_data_level": int(key.max_data_level),
             "domains": list(key.domains) if key.domains is not None else None,
+            "max_session_visibility": key.max_session_visibility.label,
             "key_hash": key_hash,
         }
         async with self._db.unscoped_tx() as conn:
@@ -66,4 +75,15 @@ class PgKeyStore:
             role=Role(row.role),
             max_data_level=DataLevel(row.max_data_level),
             domains=tuple(row.domains) if row.domains is not None else None,
+            max_session_visibility=Visibility.parse(row.max_session_visibility),
+            assertion=None if row.algorithm is None else AssertionPolicy(
+                require=bool(row.require_assertion), algorithm=row.algorithm,
+                key_material=row.key_material, issuer=row.issuer, audience=row.audience),
         )
+
+    async def set_assertion_policy(self, *, tenant_id: str, policy: AssertionPolicy) -> None:
+        async with self._db.unscoped_tx() as conn:
+            await conn.execute(_IDENTITY, {
+                "tenant_id": tenant_id, "require": policy.require,
+                "algorithm": policy.algorithm, "key_material": policy.key_material,
+                "issuer": policy.issuer, "audience": policy.audience})

@@ -18,8 +18,9 @@ from sqlalchemy import Row, text
 
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database
+from app.core import fts
 from app.core.errors import NotFound
-from app.core.model import SessionEvent, SessionInfo
+from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
 from app.ports import NewEvent, SessionOwner
 
 _SESSION_COLS = "tenant_id, session_id, user_id, agent_id, parent_session_id, last_seq"
@@ -39,13 +40,15 @@ RETURNING {", ".join("s." + c for c in _SESSION_COLS.split(", "))}
 """  # noqa: S608 - constant fragments, values are bound
 INSERT_EVENTS_SQL = """
 INSERT INTO session_events
-    (tenant_id, session_id, seq, type, role, content, call_id, name, arguments, is_error)
+    (tenant_id, session_id, seq, type, role, content, call_id, name, arguments, is_error,
+     search_text)
 SELECT :tenant_id, :session_id, e.seq, e.type, e.role, e.content, e.call_id, e.name,
-       CAST(e.arguments AS jsonb), e.is_error
+       CAST(e.arguments AS jsonb), e.is_error, e.search_text
 FROM unnest(CAST(:seqs AS integer[]), CAST(:types AS text[]), CAST(:roles AS text[]),
             CAST(:contents AS text[]), CAST(:call_ids AS text[]), CAST(:names AS text[]),
-            CAST(:arguments AS text[]), CAST(:is_errors AS boolean[]))
-     AS e(seq, type, role, content, call_id, name, arguments, is_error)
+            CAST(:arguments AS text[]), CAST(:is_errors AS boolean[]),
+            CAST(:search_texts AS text[]))
+     AS e(seq, type, role, content, call_id, name, arguments, is_error, search_text)
 RETURNING seq, created_at
 """
 EVENTS_SQL = f"""
@@ -60,7 +63,48 @@ SELECT {_EVENT_COLS} FROM (
     ORDER BY seq DESC LIMIT :n
 ) AS last_n ORDER BY seq
 """  # noqa: S608 - constant fragments, values are bound
+# Which sessions a turn may read, by visibility; always only the caller's own sessions.
+VISIBLE_SQL = {
+    Visibility.SELF: """
+SELECT session_id FROM sessions
+WHERE tenant_id = :tenant_id AND session_id = :session_id AND user_id = :user_id
+""",
+    Visibility.TREE: """
+WITH RECURSIVE tree AS (
+    SELECT session_id FROM sessions
+    WHERE tenant_id = :tenant_id AND session_id = :session_id AND user_id = :user_id
+    UNION
+    SELECT s.session_id FROM sessions s JOIN tree t ON s.parent_session_id = t.session_id
+    WHERE s.tenant_id = :tenant_id AND s.user_id = :user_id
+)
+SELECT session_id FROM tree LIMIT 1000
+""",
+    Visibility.AGENT: """
+SELECT session_id FROM sessions
+WHERE tenant_id = :tenant_id AND user_id = :user_id
+  AND agent_id IS NOT DISTINCT FROM (
+      SELECT agent_id FROM sessions
+      WHERE tenant_id = :tenant_id AND session_id = :session_id AND user_id = :user_id)
+  AND EXISTS (SELECT 1 FROM sessions WHERE tenant_id = :tenant_id
+              AND session_id = :session_id AND user_id = :user_id)
+ORDER BY updated_at DESC LIMIT 1000
+""",
+    Visibility.ALL: """
+SELECT session_id FROM sessions WHERE tenant_id = :tenant_id AND user_id = :user_id
+ORDER BY updated_at DESC LIMIT 1000
+""",
+}
+SEARCH_SQL = f"""
+SELECT e.session_id, {", ".join("e." + c for c in _EVENT_COLS.split(", "))},
+       ts_rank_cd(e.tsv, q) AS rank
+FROM session_events e, to_tsquery('simple', :tsquery) AS q
+WHERE e.tenant_id = :tenant_id AND e.session_id = ANY(CAST(:session_ids AS text[]))
+  AND e.tsv @@ q
+ORDER BY rank DESC, e.session_id, e.seq LIMIT :limit
+"""  # noqa: S608 - constant fragments, values are bound
 _INFO, _ALLOCATE, _INSERT = text(INFO_SQL), text(ALLOCATE_SQL), text(INSERT_EVENTS_SQL)
+_VISIBLE = {v: text(q) for v, q in VISIBLE_SQL.items()}
+_SEARCH = text(SEARCH_SQL)
 _EVENTS, _TAIL = text(EVENTS_SQL), text(TAIL_SQL)
 
 
@@ -99,6 +143,7 @@ def _columns(events: Sequence[NewEvent], first_seq: int) -> dict[str, list[Any]]
         "names": [e.name for e in events],
         "arguments": [None if e.arguments is None else dumps(e.arguments) for e in events],
         "is_errors": [e.is_error for e in events],
+        "search_texts": [fts.normalize(e.content) for e in events],
     }
 
 
@@ -149,6 +194,24 @@ class PgSessionArchive:
                   "after_seq": after_seq, "limit": limit}
         async with self._db.tenant_tx(tenant_id) as conn:
             return [_event(r) for r in await conn.execute(_EVENTS, params)]
+
+    async def visible_sessions(self, *, tenant_id: str, session_id: str, user_id: str,
+                               visibility: Visibility) -> list[str]:
+        params = {"tenant_id": tenant_id, "session_id": session_id, "user_id": user_id}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            return [r.session_id for r in await conn.execute(_VISIBLE[visibility], params)]
+
+    async def search(self, *, tenant_id: str, session_ids: Sequence[str], query: str,
+                     limit: int) -> list[TranscriptHit]:
+        tsquery = fts.tsquery(query)
+        if tsquery is None or not session_ids:
+            return []
+        params = {"tenant_id": tenant_id, "session_ids": list(session_ids),
+                  "tsquery": tsquery, "limit": limit}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            rows = await conn.execute(_SEARCH, params)
+            return [TranscriptHit(session_id=r.session_id, event=_event(r), rank=i + 1)
+                    for i, r in enumerate(rows)]
 
     async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]:
         params = {"tenant_id": tenant_id, "session_id": session_id, "n": n}

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Path
 from starlette.responses import Response
 
 from app.api.deps import ContainerDep, PlatformAdminDep
-from app.api.schemas import ID_PATTERN, KeyCreate, KeyCreated, Problem
-from app.core.model import DataLevel, Role
+from app.api.schemas import ID_PATTERN, KeyCreate, KeyCreated, Problem, TenantIdentityIn
+from app.core.model import DataLevel, Role, Visibility
 from app.ports import NewKey
 
 router = APIRouter(tags=["admin"])
@@ -23,7 +23,8 @@ async def create_key(body: KeyCreate, _: PlatformAdminDep, container: ContainerD
     key_id, api_key = await container.keys.create(NewKey(
         tenant_id=body.tenant_id, role=Role(body.role),
         max_data_level=DataLevel.parse(body.max_data_level),
-        domains=tuple(body.domains) if body.domains is not None else None, name=body.name))
+        domains=tuple(body.domains) if body.domains is not None else None, name=body.name,
+        max_session_visibility=Visibility.parse(body.max_session_visibility)))
     return KeyCreated(key_id=key_id, api_key=api_key)
 
 
@@ -32,4 +33,14 @@ async def create_key(body: KeyCreate, _: PlatformAdminDep, container: ContainerD
 async def revoke_key(key_id: Annotated[str, Path(pattern=ID_PATTERN)], _: PlatformAdminDep,
                      container: ContainerDep) -> Response:
     await container.keys.revoke(key_id)
+    return Response(status_code=204)
+
+
+@router.put("/v1/admin/tenants/{tenant_id}/identity", status_code=204,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def set_tenant_identity(tenant_id: Annotated[str, Path(pattern=ID_PATTERN)],
+                              body: TenantIdentityIn, _: PlatformAdminDep,
+                              container: ContainerDep) -> Response:
+    """Require (or stop requiring) signed end-user assertions for a tenant."""
+    await container.keys.set_assertion_policy(tenant_id, body.to_domain())
     return Response(status_code=204)

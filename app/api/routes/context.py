@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.api.deps import ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
 from app.api.schemas import ContextRequest, ContextResponse, Problem
 from app.service.assemble import request_sha256
+from app.service.identity import bind_user
 
 router = APIRouter(tags=["context"])
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
@@ -15,9 +16,11 @@ ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
 
 @router.post("/v1/context", response_model=ContextResponse, responses=ERRORS)  # type: ignore[arg-type]
 async def assemble_context(body: ContextRequest, principal: RuntimeDep,
-                           container: ContainerDep, request: Request) -> Response:
+                           container: ContainerDep, request: Request,
+                           assertion: AssertionDep = None) -> Response:
     check_tenant_claim(principal, body.tenant_id)
-    req = body.to_domain()
+    _, groups = bind_user(principal, assertion, user_id=body.user_id, groups=body.groups)
+    req = body.to_domain(groups=groups)
     raw = body.model_dump(mode="json", exclude_none=True)
     raw["turn_id"] = req.turn_id
     payload = await container.assembler.turn(principal, req, request_sha256(raw))

@@ -1,4 +1,5 @@
-"""Session events: append (runtime) and the archived transcript (the owning user only)."""
+"""Session events: append (runtime), the archived transcript and transcript search (the
+owning user only; search reaches other sessions only as far as the visibility allows)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,22 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from app.api.deps import ContainerDep, RuntimeDep, check_tenant_claim
-from app.api.schemas import ID_PATTERN, EventOut, EventsAppend, EventsAppended, EventsPage, Problem
+from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.schemas import (
+    ID_PATTERN,
+    EventOut,
+    EventsAppend,
+    EventsAppended,
+    EventsPage,
+    Problem,
+    TranscriptHitOut,
+    TranscriptSearch,
+    VisibilityName,
+)
+from app.core.errors import ForbiddenScope
+from app.core.model import Visibility
 from app.ports import SessionOwner
+from app.service.identity import bind_user
 
 router = APIRouter(tags=["sessions"])
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 413, 422)}
@@ -18,8 +32,10 @@ SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
 @router.post("/v1/sessions/{session_id}/events", status_code=201, response_model=EventsAppended,
              responses=ERRORS)  # type: ignore[arg-type]
 async def append_events(session_id: SessionId, body: EventsAppend, principal: RuntimeDep,
-                        container: ContainerDep) -> EventsAppended:
+                        container: ContainerDep, assertion: AssertionDep = None
+                        ) -> EventsAppended:
     check_tenant_claim(principal, body.tenant_id)
+    bind_user(principal, assertion, user_id=body.user_id)
     seqs = await container.sessions.append(
         tenant_id=principal.tenant_id, session_id=session_id,
         owner=SessionOwner(user_id=body.user_id, agent_id=body.agent_id,
@@ -35,7 +51,9 @@ async def read_events(
     user_id: Annotated[str, Query(pattern=ID_PATTERN)],
     after_seq: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    assertion: AssertionDep = None,
 ) -> EventsPage:
+    bind_user(principal, assertion, user_id=user_id)
     events = await container.sessions.transcript(
         tenant_id=principal.tenant_id, session_id=session_id, user_id=user_id,
         after_seq=after_seq, limit=limit)
@@ -44,3 +62,28 @@ async def read_events(
                     created_at=e.created_at) for e in events]
     return EventsPage(session_id=session_id, events=out,
                       next_after_seq=out[-1].seq if len(out) == limit else None)
+
+
+@router.get("/v1/sessions/{session_id}/search", response_model=TranscriptSearch,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def search_transcripts(
+    session_id: SessionId, principal: RuntimeDep, container: ContainerDep,
+    user_id: Annotated[str, Query(pattern=ID_PATTERN)],
+    q: Annotated[str, Query(min_length=1, max_length=1000)],
+    visibility: VisibilityName = "tree",
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    assertion: AssertionDep = None,
+) -> TranscriptSearch:
+    """Search the transcripts this session may see: ``self``, its spawned ``tree``, the same
+    ``agent``'s sessions of this user, or ``all`` of this user's sessions (capped by the key)."""
+    bind_user(principal, assertion, user_id=user_id)
+    wanted = Visibility.parse(visibility)
+    if wanted > principal.max_session_visibility:
+        raise ForbiddenScope(f"visibility {visibility!r} exceeds the key's maximum "
+                             f"{principal.max_session_visibility.label!r}")
+    hits = await container.sessions.search(
+        tenant_id=principal.tenant_id, session_id=session_id, user_id=user_id,
+        visibility=wanted, query=q, limit=limit)
+    return TranscriptSearch(hits=[TranscriptHitOut(
+        session_id=h.session_id, seq=h.event.seq, type=h.event.type, role=h.event.role,
+        content=h.event.content, rank=h.rank) for h in hits])

@@ -7,8 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from app.api.deps import ContainerDep, ReaderDep, RuntimeDep, check_tenant_claim
+from app.api.deps import AssertionDep, ContainerDep, ReaderDep, RuntimeDep, check_tenant_claim
 from app.api.schemas import ID_PATTERN, CheckpointIn, CheckpointOut, CheckpointSaved, Problem
+from app.service.identity import bind_user
 
 router = APIRouter(tags=["tasks"])
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
@@ -18,8 +19,10 @@ TaskId = Annotated[str, Path(pattern=ID_PATTERN)]
 @router.put("/v1/tasks/{task_id}/checkpoint", response_model=CheckpointSaved,
             responses=ERRORS)  # type: ignore[arg-type]
 async def put_checkpoint(task_id: TaskId, body: CheckpointIn, principal: RuntimeDep,
-                         container: ContainerDep) -> CheckpointSaved:
+                         container: ContainerDep, assertion: AssertionDep = None
+                         ) -> CheckpointSaved:
     check_tenant_claim(principal, body.tenant_id)
+    bind_user(principal, assertion, user_id=body.user_id)
     revision = await container.tasks.put(
         tenant_id=principal.tenant_id, checkpoint=body.to_domain(task_id),
         expected_revision=body.expected_revision)
@@ -32,7 +35,10 @@ async def get_checkpoint(
     task_id: TaskId, principal: ReaderDep, container: ContainerDep,
     revision: Annotated[int | None, Query(ge=1)] = None,
     user_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
+    assertion: AssertionDep = None,
 ) -> CheckpointOut:
+    if user_id is not None or assertion is not None:
+        bind_user(principal, assertion, user_id=user_id or "")
     cp = await container.tasks.get(tenant_id=principal.tenant_id, task_id=task_id,
                                    user_id=user_id, revision=revision)
     return CheckpointOut(
