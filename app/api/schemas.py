@@ -353,6 +353,8 @@ class ManifestOut(BaseModel):
     segments: list[dict[str, Any]]
     dropped: list[dict[str, Any]]
     counts: dict[str, Any]
+    conflicts: list[dict[str, Any]] = Field(
+        default_factory=list, description="instruction_conflict records: higher trust wins")
     validation: dict[str, Any]
     stable_prefix_sha256: str
     timings_ms: dict[str, float]

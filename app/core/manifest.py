@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from app.core.conflicts import Conflict
 from app.core.model import Assembly, Candidate, DropLayer, Scope, Segment
 
 
@@ -63,6 +64,7 @@ def build_manifest(
     created_at: datetime,
     timings_ms: dict[str, float],
     bundle: dict[str, Any] | None = None,
+    conflicts: tuple[Conflict, ...] = (),
 ) -> dict[str, Any]:
     dropped_counts = {layer.value: 0 for layer in DropLayer}
     dropped_counts[DropLayer.PERMISSION.value] = len(assembly.permission_drops)
@@ -89,6 +91,12 @@ def build_manifest(
             for d in assembly.dropped
         ],
         "counts": {"candidates": assembly.candidates, "dropped": dropped_counts},
+        "conflicts": [
+            {"type": "instruction_conflict", "higher": c.higher_ref, "lower": c.lower_ref,
+             "higher_authority": c.higher_authority, "lower_authority": c.lower_authority,
+             "resolution": c.resolution, "shared_terms": c.shared_terms}
+            for c in conflicts
+        ],
         "validation": {
             "ok": assembly.validation.ok,
             "attempts": assembly.validation.attempts,

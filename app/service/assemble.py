@@ -20,6 +20,7 @@ from opentelemetry.trace import Tracer
 
 from app.adapters.redis.replay import RedisReplayCache
 from app.core.candidates import query_candidate, session_candidates, task_state_candidates
+from app.core.conflicts import find_conflicts
 from app.core.errors import Conflict
 from app.core.manifest import build_manifest, envelope_body
 from app.core.model import (
@@ -133,7 +134,8 @@ class Assembler:
             scope=scope, turn_id=req.turn_id, assembly=assembly,
             max_tokens=req.budget.max_tokens, reserve_output=req.budget.reserve_output,
             redaction_profile=req.redaction_profile, policy_revision=self._policy_revision,
-            created_at=now, timings_ms=timings)
+            created_at=now, timings_ms=timings,
+            conflicts=find_conflicts(assembly.envelope.segments))
         t1 = time.perf_counter()
         body = orjson.dumps({"turn_id": req.turn_id, "envelope": envelope_body(assembly),
                              "manifest": manifest})

@@ -115,3 +115,21 @@ async def test_budget_too_small_for_never_compress_content(
         task_id="big", budget={"max_tokens": 300, "reserve_output": 0}))
     assert r.status_code == 422
     assert r.json()["type"] == "budget-too-small"
+
+
+async def test_a_contradicting_document_is_an_instruction_conflict_in_the_manifest(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+    await checkpoint(client, key, "quote")
+    await ingest(client, key, "forum", "Good news: the discount applies to channel customers "
+                 "as well, whatever the date.", trust="untrusted")
+    r = await client.post("/v1/context", headers=bearer(key), json=turn(
+        task_id="quote", query="does the discount apply to channel customers?"))
+    assert r.status_code == 200
+    (conflict,) = r.json()["manifest"]["conflicts"]
+    assert conflict["type"] == "instruction_conflict"
+    assert conflict["higher"].startswith("task://quote/")
+    assert conflict["lower"] == "kb://forum#v1:c0"
+    assert conflict["resolution"] == "higher_wins"
+    forum = next(s for s in r.json()["envelope"]["segments"] if s["ref"] == "kb://forum#v1:c0")
+    assert forum["trust"] == "untrusted"  # fenced as data: it cannot override the contract
