@@ -286,7 +286,26 @@ class TaskCheckpoint:
     pending_approvals: tuple[str, ...] = ()
     tool_effects: tuple[ToolEffect, ...] = ()
     next_safe_action: str = ""
+    admission: Admission | None = None
     created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Admission:
+    """The widest scope a task was admitted with: the writing key's caps, narrowed by the
+    parent task's admission. A sub-task can never read more than its parent was allowed."""
+
+    max_level: DataLevel
+    domains: tuple[str, ...] | None  # None: every domain
+
+    def narrow(self, other: Admission | None) -> Admission:
+        if other is None:
+            return self
+        if self.domains is None or other.domains is None:
+            domains = self.domains if other.domains is None else other.domains
+        else:
+            domains = tuple(sorted(set(self.domains) & set(other.domains)))
+        return Admission(max_level=min(self.max_level, other.max_level), domains=domains)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ domains (a restricted key asking for no domain would widen its reach, so that is
 from __future__ import annotations
 
 from app.core.errors import ForbiddenScope
-from app.core.model import Principal, Role, Scope, TurnRequest, Visibility
+from app.core.model import Principal, Role, Scope, TaskCheckpoint, TurnRequest, Visibility
 
 
 def _check_allowed(principal: Principal, request: TurnRequest) -> None:
@@ -54,3 +54,16 @@ def resolve_scope(principal: Principal, request: TurnRequest) -> Scope:
         session_id=request.session_id,
         task_id=request.task_id,
     )
+
+
+def check_task_admission(scope: Scope, checkpoint: TaskCheckpoint | None) -> None:
+    """A turn on a task may not ask for more than the task (and so its parents) was admitted
+    with: a sub-task reads only what its parent task was allowed."""
+    admission = checkpoint.admission if checkpoint is not None else None
+    if admission is None:
+        return
+    if scope.data_level > admission.max_level:
+        raise ForbiddenScope(f"data_level {scope.data_level.label!r} exceeds the task's "
+                             f"admission {admission.max_level.label!r}")
+    if admission.domains is not None and scope.domain not in admission.domains:
+        raise ForbiddenScope("the turn's domain is outside the task's admission")

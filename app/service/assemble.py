@@ -38,7 +38,7 @@ from app.core.model import (
 )
 from app.core.pipeline import PipelineConfig, assemble
 from app.core.retrieval import knowledge_candidates, transcript_candidates
-from app.core.scope import resolve_scope
+from app.core.scope import check_task_admission, resolve_scope
 from app.observability import Metrics, record_counts, stage_span
 from app.ports import (
     AuditRecord,
@@ -121,6 +121,7 @@ class Assembler:
         with stage_span(self._tracer, "ctxgate.collect"):
             collected = await self._collect(scope, req)
         collect_ms = (time.perf_counter() - t0) * 1000
+        check_task_admission(scope, collected.checkpoint)
         candidates = self._candidates(scope, req, collected)
         now = datetime.now(UTC)
         with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:

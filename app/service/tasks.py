@@ -1,9 +1,16 @@
-"""Task checkpoints: versioned structured state; a task belongs to the user who created it."""
+"""Task checkpoints: versioned structured state; a task belongs to the user who created it.
+
+Each checkpoint carries the task's admission — the widest scope it may ever be assembled
+with: the writing key's caps, narrowed by the task's own first admission and by its parent
+task's. So a sub-task reads only what its parent was allowed, and a task never widens.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.core.errors import NotFound
-from app.core.model import TaskCheckpoint
+from app.core.model import Admission, Principal, TaskCheckpoint
 from app.ports import TaskStore
 
 
@@ -12,13 +19,23 @@ class TaskService:
         self._store = store
 
     async def put(
-        self, *, tenant_id: str, checkpoint: TaskCheckpoint, expected_revision: int | None
+        self, *, principal: Principal, checkpoint: TaskCheckpoint,
+        expected_revision: int | None,
     ) -> int:
+        tenant_id = principal.tenant_id
         latest = await self._store.get(tenant_id=tenant_id, task_id=checkpoint.task_id)
         if latest is not None and latest.user_id != checkpoint.user_id:
             raise NotFound(f"no task {checkpoint.task_id!r}")
+        admission = Admission(max_level=principal.max_data_level, domains=principal.domains)
+        admission = admission.narrow(latest.admission if latest else None)
+        if checkpoint.parent_task_id is not None:
+            parent = await self._store.get(tenant_id=tenant_id, task_id=checkpoint.parent_task_id)
+            if parent is None or parent.user_id != checkpoint.user_id:
+                raise NotFound(f"no parent task {checkpoint.parent_task_id!r}")
+            admission = admission.narrow(parent.admission)
         return await self._store.put(
-            tenant_id=tenant_id, checkpoint=checkpoint, expected_revision=expected_revision)
+            tenant_id=tenant_id, checkpoint=replace(checkpoint, admission=admission),
+            expected_revision=expected_revision)
 
     async def get(
         self, *, tenant_id: str, task_id: str, user_id: str | None, revision: int | None = None

@@ -133,3 +133,23 @@ async def test_a_contradicting_document_is_an_instruction_conflict_in_the_manife
     assert conflict["resolution"] == "higher_wins"
     forum = next(s for s in r.json()["envelope"]["segments"] if s["ref"] == "kb://forum#v1:c0")
     assert forum["trust"] == "untrusted"  # fenced as data: it cannot override the contract
+
+
+async def test_a_sub_task_reads_only_what_its_parent_was_allowed(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    narrow = await make_key(tenant, max_data_level="internal")
+    wide = await make_key(tenant, max_data_level="confidential")
+    await checkpoint(client, narrow, "parent")
+    await checkpoint(client, wide, "child", parent_task_id="parent")
+    child = await client.get("/v1/tasks/child/checkpoint", headers=bearer(wide))
+    assert child.status_code == 200
+    denied = await client.post("/v1/context", headers=bearer(wide),
+                               json=turn(task_id="child", data_level="confidential"))
+    assert denied.status_code == 403
+    assert denied.json()["type"] == "forbidden-scope"
+    allowed = await client.post("/v1/context", headers=bearer(wide),
+                                json=turn(task_id="child", data_level="internal"))
+    assert allowed.status_code == 200
+    foreign_parent = await client.put("/v1/tasks/c2/checkpoint", headers=bearer(wide), json={
+        "user_id": "bob", "goal": "g", "parent_task_id": "parent"})
+    assert foreign_parent.status_code == 404

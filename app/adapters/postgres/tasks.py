@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database
 from app.core.errors import StaleRevision
-from app.core.model import Constraint, TaskCheckpoint, ToolEffect
+from app.core.model import Admission, Constraint, DataLevel, TaskCheckpoint, ToolEffect
 
 PUT_SQL = """
 INSERT INTO task_checkpoints
@@ -62,7 +62,18 @@ def body_of(cp: TaskCheckpoint) -> dict[str, Any]:
             for t in cp.tool_effects
         ],
         "next_safe_action": cp.next_safe_action,
+        "admission": None if cp.admission is None else {
+            "max_level": int(cp.admission.max_level),
+            "domains": None if cp.admission.domains is None else list(cp.admission.domains)},
     }
+
+
+def _admission(raw: dict[str, Any] | None) -> Admission | None:
+    if raw is None:
+        return None
+    domains = raw.get("domains")
+    return Admission(max_level=DataLevel(raw["max_level"]),
+                     domains=None if domains is None else tuple(domains))
 
 
 def checkpoint_of(row: Row[Any]) -> TaskCheckpoint:
@@ -81,6 +92,7 @@ def checkpoint_of(row: Row[Any]) -> TaskCheckpoint:
         pending_approvals=tuple(body.get("pending_approvals", ())),
         tool_effects=tuple(ToolEffect(**t) for t in body.get("tool_effects", ())),
         next_safe_action=body.get("next_safe_action", ""),
+        admission=_admission(body.get("admission")),
         created_at=row.created_at,
     )
 

@@ -24,7 +24,7 @@ async def put_checkpoint(task_id: TaskId, body: CheckpointIn, principal: Runtime
     check_tenant_claim(principal, body.tenant_id)
     bind_user(principal, assertion, user_id=body.user_id)
     revision = await container.tasks.put(
-        tenant_id=principal.tenant_id, checkpoint=body.to_domain(task_id),
+        principal=principal, checkpoint=body.to_domain(task_id),
         expected_revision=body.expected_revision)
     return CheckpointSaved(task_id=task_id, revision=revision)
 
