@@ -22,6 +22,9 @@ Order (``STAGE_ORDER``, pinned by a test) — "Guard before Memory":
   Missing key evidence is pinned only when that fits; otherwise the previous attempt stands
   and the failed check is reported.
 
+The safety guard applies ``profile`` (the turn's redaction profile, resolved by the service)
+or, without one, ``config.profile`` (built-in ``default`` unless the root says otherwise).
+
 Timings use the injected ``clock`` (seconds, e.g. ``time.perf_counter``); without one they are 0.
 """
 
@@ -52,6 +55,7 @@ from app.core.model import (
     TaskCheckpoint,
     Validation,
 )
+from app.core.redaction import DEFAULT_PROFILE, RedactionProfile
 from app.core.validate import ValidationResult, validate
 
 STAGE_ORDER: tuple[str, ...] = (
@@ -73,6 +77,7 @@ class PipelineConfig:
     excerpt_tokens: int = 96
     rrf_k: int = 60
     detectors: Sequence[Detector] = ()
+    profile: RedactionProfile = DEFAULT_PROFILE  # a turn may override it (``assemble(profile=)``)
     max_attempts: int = 3
 
 
@@ -156,13 +161,13 @@ def _fit(run: _Run, max_attempts: int) -> tuple[_Outcome, int]:
 
 
 def _guards(scope: Scope, candidates: Sequence[Candidate], *, now: datetime,
-            config: PipelineConfig, count_tokens: CountTokens, timer: _Timer
-            ) -> tuple[list[Candidate], list[Drop], list[Drop]]:
+            config: PipelineConfig, profile: RedactionProfile, count_tokens: CountTokens,
+            timer: _Timer) -> tuple[list[Candidate], list[Drop], list[Drop]]:
     """permission → safety → relevance → dedupe; returns (survivors, permission, others)."""
     with timer.stage("permission"):
         allowed, permission = permission_guard(scope, candidates, now=now)
     with timer.stage("safety"):
-        safe, safety = safety_guard(scope, allowed, detectors=config.detectors,
+        safe, safety = safety_guard(scope, allowed, detectors=config.detectors, profile=profile,
                                     count_tokens=count_tokens)
     with timer.stage("relevance"):
         relevant, relevance = relevance_guard(safe, limits=config.limits, floor=config.floor,
@@ -182,10 +187,12 @@ def assemble(
     count_tokens: CountTokens,
     config: PipelineConfig,
     clock: Callable[[], float] | None = None,
+    profile: RedactionProfile | None = None,
 ) -> tuple[Assembly, dict[str, float]]:
     timer = _Timer(clock)
     unique, permission, dropped = _guards(
         scope, _with_tokens(candidates, count_tokens), now=now, config=config,
+        profile=profile if profile is not None else config.profile,
         count_tokens=count_tokens, timer=timer)
     with timer.stage("compress"):
         compact = reference_long(unique, threshold_tokens=config.threshold_tokens,

@@ -14,7 +14,8 @@ the chat messages:
 
 Low-trust content (untrusted, evidence, inferred) is always fenced as ``<data ref trust>``,
 wherever it sits, with every ``<data``/``</data`` inside it neutralised to ``&lt;``, so content
-can neither close the fence nor open a new one.
+can neither close the fence nor open a new one. A segment the safety guard quarantined (a
+prompt-injection finding) carries ``quarantined="true"`` on its fence.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from app.core.guards.safety import LOW_TRUST
+from app.core.guards.safety import LOW_TRUST, QUARANTINE_META
 from app.core.model import Kind, Section, Segment
 
 DATA_PREFACE = (
@@ -43,7 +44,8 @@ def neutralize(text: str) -> str:
 def fence(seg: Segment) -> str:
     ref = html.escape(seg.candidate.ref, quote=True)
     trust = html.escape(seg.candidate.trust.value, quote=True)
-    return f'<data ref="{ref}" trust="{trust}">\n{neutralize(seg.content)}\n</data>'
+    flag = ' quarantined="true"' if seg.candidate.meta_value(QUARANTINE_META) else ""
+    return f'<data ref="{ref}" trust="{trust}"{flag}>\n{neutralize(seg.content)}\n</data>'
 
 
 def _is_low(seg: Segment) -> bool:

@@ -196,3 +196,18 @@ def test_stages_and_drops_flow_through() -> None:
     assert [d.type for d in a.permission_drops] == ["dropped.permission.unlabeled"]
     assert list(timings) == list(STAGE_ORDER)
     assert set(timings.values()) == {0.0}
+
+
+def test_a_turn_profile_overrides_the_config_profile() -> None:
+    from app.core.detectors import ALL_DETECTORS
+    from app.core.redaction import BUILTIN_PROFILES
+
+    config = PipelineConfig(shares=SHARES, limits={Layer.KNOWLEDGE: 8}, floor=0.0,
+                            detectors=ALL_DETECTORS)
+    doc = cand("kb://mail#v1:c1", "write to alice.zhang@acme-corp.com", scores=(("fts", 1),))
+    a, _ = run([doc, query()], config=config)
+    assert "[REDACTED:pii.email]" in contents(a)
+    a, _ = run([doc, query()], config=config, profile=BUILTIN_PROFILES["internal-engineering"])
+    assert "alice.zhang@acme-corp.com" in contents(a)
+    a, _ = run([doc, query()], config=config, profile=BUILTIN_PROFILES["strict"])
+    assert "kb://mail#v1:c1" in {d.ref for d in a.dropped if d.type == "dropped.safety.pii.email"}

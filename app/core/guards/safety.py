@@ -1,21 +1,34 @@
 """Stage 3 — the safety guard: what may enter the envelope at all, and where.
 
-Contract: ``safety_guard(scope, candidates, detectors=..., count_tokens=...)`` returns the
-candidates that may be shown (possibly masked or moved) and ``Drop`` records (layer ``safety``):
+Contract: ``safety_guard(scope, candidates, detectors=..., profile=..., count_tokens=...)``
+returns the candidates that may be shown (possibly masked, moved or quarantined) and ``Drop``
+records (layer ``safety``):
 
     dropped.safety.data_level   sensitivity above the turn's data level (unknown counts as above)
     dropped.safety.secret       ``secret`` content never enters an envelope, whatever was asked
-    dropped.safety.<finding>    a detector found something whose action is ``drop``
+                                (checked before any detector runs)
+    dropped.safety.injection    an ``injection.*`` finding whose action is ``drop``; the reason
+                                names the finding type, e.g. ``detector found injection.role``
+    dropped.safety.<finding>    any other finding whose action is ``drop``
+
+Each finding's action comes from the redaction profile (``app.core.redaction``), given the
+detector's proposal: ``drop`` drops (the first dropping finding by position names the type),
+``mask`` replaces its span with ``[REDACTED:<type>]`` (tokens are recounted when
+``count_tokens`` is given), ``allow`` ignores it, and ``quarantine`` (injection only; anything
+else asking for it is dropped — fail closed) keeps the candidate but forces it into the dynamic
+section as ``untrusted`` with the meta hint ``quarantined=<types>``, which the renderer shows as
+``quarantined="true"`` on its data fence.
+
+Injection findings are ignored on ``system`` and ``reviewed`` content (operator-authored
+instructions legitimately say "you are…" and "call the refund tool") and on the user's own
+query (it is the principal's turn, not third-party data, and it is never dropped); they apply
+to curated memory and session content, evidence, untrusted and inferred content.
 
 Low-trust content (``untrusted``, ``evidence``, ``inferred``) may never sit in the stable
 section: the stable prefix is cached and read as instructions. Such a candidate is moved to the
 dynamic section, where the renderer fences it as data. Session-section tool results stay in
-the transcript (moving them would split tool_call/tool_result pairs); the renderer fences them
-too.
-
-Detectors are the extension point for secrets, PII and injection scanners: each is a callable
-returning ``Finding`` spans. A ``mask`` finding replaces its span with ``[REDACTED:<type>]``
-(and the tokens are recounted when ``count_tokens`` is given); a ``drop`` finding drops.
+the transcript (moving them would split tool_call/tool_result pairs) unless quarantined; the
+renderer fences them too.
 """
 
 from __future__ import annotations
@@ -24,17 +37,23 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol
 
-from app.core.model import Candidate, DataLevel, Drop, DropLayer, Scope, Section, Trust
+from app.core.model import Candidate, DataLevel, Drop, DropLayer, Kind, Scope, Section, Trust
+from app.core.redaction import DEFAULT_PROFILE, RedactionProfile
 
 LOW_TRUST: frozenset[Trust] = frozenset({Trust.UNTRUSTED, Trust.EVIDENCE, Trust.INFERRED})
+INJECTION_EXEMPT: frozenset[Trust] = frozenset({Trust.SYSTEM, Trust.REVIEWED})
+QUARANTINE_META = "quarantined"
+
+FindingAction = Literal["drop", "mask", "quarantine"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
-    """One span a detector flagged. ``type`` is a stable machine word, e.g. ``pii.email``."""
+    """One span a detector flagged. ``type`` is a stable machine word, e.g. ``pii.email``;
+    ``action`` is the detector's proposal, which the redaction profile may override."""
 
     type: str
-    action: Literal["drop", "mask"]
+    action: FindingAction
     start: int = 0
     end: int = 0
 
@@ -75,21 +94,51 @@ def _mask(text: str, findings: Sequence[Finding]) -> str:
     return "".join(out)
 
 
-def _apply_detectors(
-    c: Candidate, detectors: Sequence[Detector], count_tokens: Callable[[str], int] | None
-) -> Candidate | Drop:
-    findings = [f for d in detectors for f in d(c.content)]
-    for f in findings:
-        if f.action == "drop":
-            return _drop(c, f"dropped.safety.{f.type}", f"detector found {f.type}")
-    masks = [f for f in findings if f.action == "mask"]
-    if not masks:
-        return c
-    content = _mask(c.content, masks)
-    types = ", ".join(sorted({f.type for f in masks}))
-    tokens = count_tokens(content) if count_tokens is not None else c.tokens
-    return dataclasses.replace(c, content=content, tokens=tokens,
-                               reason=_join(c.reason, f"masked: {types}"))
+def _is_injection(type_: str) -> bool:
+    return type_ == "injection" or type_.startswith("injection.")
+
+
+def _decide(c: Candidate, detectors: Sequence[Detector], profile: RedactionProfile
+            ) -> list[tuple[str, Finding]]:
+    """Every applicable finding with the action the profile gives it, in position order."""
+    exempt = c.trust in INJECTION_EXEMPT or c.kind is Kind.QUERY
+    decided: list[tuple[str, Finding]] = []
+    for f in sorted((f for d in detectors for f in d(c.content)), key=lambda f: f.start):
+        injection = _is_injection(f.type)
+        if injection and exempt:
+            continue
+        action = profile.action_for(f.type, f.action)
+        if action == "quarantine" and not injection:
+            action = "drop"  # a profile or detector asking to quarantine a non-injection
+        if action != "allow":
+            decided.append((action, f))
+    return decided
+
+
+def _quarantine(c: Candidate, types: Sequence[str]) -> Candidate:
+    label = ", ".join(types)
+    return dataclasses.replace(
+        c, section=Section.DYNAMIC, trust=Trust.UNTRUSTED,
+        meta=(*((k, v) for k, v in c.meta if k != QUARANTINE_META), (QUARANTINE_META, label)),
+        reason=_join(c.reason, f"quarantined: {label}"))
+
+
+def _apply_detectors(c: Candidate, detectors: Sequence[Detector], profile: RedactionProfile,
+                     count_tokens: Callable[[str], int] | None) -> Candidate | Drop:
+    decided = _decide(c, detectors, profile)
+    for action, f in decided:
+        if action == "drop":
+            family = "injection" if _is_injection(f.type) else f.type
+            return _drop(c, f"dropped.safety.{family}", f"detector found {f.type}")
+    masks = [f for action, f in decided if action == "mask"]
+    if masks:
+        content = _mask(c.content, masks)
+        types = ", ".join(sorted({f.type for f in masks}))
+        tokens = count_tokens(content) if count_tokens is not None else c.tokens
+        c = dataclasses.replace(c, content=content, tokens=tokens,
+                                reason=_join(c.reason, f"masked: {types}"))
+    quarantined = sorted({f.type for action, f in decided if action == "quarantine"})
+    return _quarantine(c, quarantined) if quarantined else c
 
 
 def _join(reason: str, extra: str) -> str:
@@ -108,6 +157,7 @@ def safety_guard(
     candidates: Iterable[Candidate],
     *,
     detectors: Sequence[Detector] = (),
+    profile: RedactionProfile = DEFAULT_PROFILE,
     count_tokens: Callable[[str], int] | None = None,
 ) -> tuple[list[Candidate], list[Drop]]:
     kept: list[Candidate] = []
@@ -117,7 +167,7 @@ def safety_guard(
         if level is not None:
             dropped.append(level)
             continue
-        result = _apply_detectors(c, detectors, count_tokens)
+        result = _apply_detectors(c, detectors, profile, count_tokens)
         if isinstance(result, Drop):
             dropped.append(result)
         else:

@@ -1,0 +1,181 @@
+"""Secret detectors: credentials that must never reach a model (proposed action ``drop``).
+
+Contract: each detector finds one ``secret.*`` type (see ``docs/detectors.md``):
+
+    secret.aws_access_key     AKIA/ASIA/... + 16 upper-case alphanumerics
+    secret.github_token       ghp_/gho_/ghu_/ghs_/ghr_ tokens and github_pat_ tokens
+    secret.openai_key         sk-..., sk-proj-..., mixed case with digits (never sk-ant-)
+    secret.anthropic_key      sk-ant-api03-... / sk-ant-admin01-...
+    secret.slack_token        xoxb-/xoxp-/xoxa-/xoxr-/xoxs- tokens and hooks.slack.com URLs
+    secret.stripe_key         sk_live_/sk_test_/rk_live_/rk_test_ (publishable pk_ keys are public)
+    secret.google_api_key     AIza + 35 characters
+    secret.private_key        a PEM "BEGIN ... PRIVATE KEY" block, through END or its body's end
+    secret.jwt                eyJ....eyJ.... three-part JSON web tokens
+    secret.password_in_url    scheme://user:PASSWORD@host (the span is the password)
+    secret.password_assignment password/secret/token/api_key/密码 = or : VALUE (span: the value)
+    secret.high_entropy       a high-entropy token in credential context (see ``_entropy_ok``)
+
+Placeholders (``${VAR}``, ``<password>``, ``{{ vault }}``, ``****``, ``changeme``-style words)
+are not findings: they are what documentation looks like.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import re
+
+from app.core.detectors.base import PatternDetector, shannon_entropy
+from app.core.guards.safety import Finding
+
+
+def _token_detector(type_: str, *patterns: str) -> PatternDetector:
+    return PatternDetector(name=type_, type=type_, action="drop",
+                           patterns=tuple(re.compile(p) for p in patterns))
+
+
+_B = r"(?<![A-Za-z0-9_-])"  # start of a token, never inside one
+_E = r"(?![A-Za-z0-9_-])"
+
+AWS_ACCESS_KEY = _token_detector(
+    "secret.aws_access_key",
+    rf"{_B}(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|AIPA)[A-Z0-9]{{16}}{_E}")
+GITHUB_TOKEN = _token_detector(
+    "secret.github_token", rf"{_B}gh[pousr]_[A-Za-z0-9]{{36,251}}{_E}",
+    rf"{_B}github_pat_[A-Za-z0-9_]{{22,255}}{_E}")
+ANTHROPIC_KEY = _token_detector(
+    "secret.anthropic_key", rf"{_B}sk-ant-(?:api|admin|sid)\d{{2}}-[A-Za-z0-9_-]{{20,200}}{_E}")
+SLACK_TOKEN = _token_detector(
+    "secret.slack_token", rf"{_B}xox[abposr]-[A-Za-z0-9-]{{10,200}}{_E}",
+    r"https://hooks\.slack\.com/services/T[A-Z0-9]{6,12}/B[A-Z0-9]{6,12}/[A-Za-z0-9]{20,40}")
+STRIPE_KEY = _token_detector(
+    "secret.stripe_key", rf"{_B}(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,200}}{_E}")
+GOOGLE_API_KEY = _token_detector(
+    "secret.google_api_key", rf"{_B}AIza[0-9A-Za-z_-]{{35}}{_E}")
+JWT = _token_detector(
+    "secret.jwt",
+    rf"{_B}eyJ[A-Za-z0-9_-]{{8,2000}}\.eyJ[A-Za-z0-9_-]{{8,8000}}\.[A-Za-z0-9_-]{{0,2000}}{_E}")
+
+
+def _mixed(value: str) -> bool:
+    return (any(c.isdigit() for c in value) and any(c.isupper() for c in value)
+            and any(c.islower() for c in value))
+
+
+OPENAI_KEY = PatternDetector(
+    name="secret.openai_key", type="secret.openai_key", action="drop",
+    patterns=(re.compile(
+        rf"{_B}sk-(?!ant-)(?:proj-|svcacct-|admin-)?(?P<body>[A-Za-z0-9_-]{{20,200}}){_E}"),),
+    accept=lambda m, _: _mixed(m.group("body")))
+
+# ---- PEM private keys: one scan for headers, one for footers, then pair them (linear).
+_PEM_BEGIN = re.compile(r"-----BEGIN (?:[A-Z0-9]{1,12} ){0,3}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END (?:[A-Z0-9]{1,12} ){0,3}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s:,]{0,20000}")  # truncated block: its body, to the next "-"
+_PEM_MAX = 20000
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PrivateKeyDetector:
+    name: str = "secret.private_key"
+
+    def __call__(self, text: str) -> list[Finding]:
+        ends = [m.end() for m in _PEM_END.finditer(text)]
+        out: list[Finding] = []
+        for m in _PEM_BEGIN.finditer(text):
+            i = bisect.bisect_left(ends, m.end())
+            if i < len(ends) and ends[i] - m.end() <= _PEM_MAX:
+                end = ends[i]
+            else:
+                body = _PEM_BODY.match(text, m.end())
+                end = body.end() if body else m.end()
+            out.append(Finding(type="secret.private_key", action="drop", start=m.start(), end=end))
+        return out
+
+
+PRIVATE_KEY = PrivateKeyDetector()
+
+# ---- passwords in URLs and assignments
+_PLACEHOLDER = re.compile(
+    r"^(?:[$<{%*\[(]|x{3,}$|\.{3}|_{3,})"
+    r"|^(?:password|passwd|pass|pwd|secret|token|changeme|example|redacted|hidden|none|null"
+    r"|true|false|required|optional|str|string|your[_-]?\w{0,30}|my[_-]?password|placeholder"
+    r"|\*+|xxx+|todo|tbd|n/?a)$",
+    re.IGNORECASE)
+
+
+def _real_secret(value: str) -> bool:
+    return not _PLACEHOLDER.search(value) and len(set(value)) > 2
+
+
+PASSWORD_IN_URL = PatternDetector(
+    name="secret.password_in_url", type="secret.password_in_url", action="drop",
+    patterns=(re.compile(
+        r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@'\"]{0,128}:"
+        r"(?P<pw>[^\s:/@'\"]{1,256})@[A-Za-z0-9\[]"),),
+    accept=lambda m, _: _real_secret(m.group("pw")), group="pw")
+
+_KEYWORD = (r"(?:secret[_-]?key|client[_-]?secret|api[_-]?key|apikey|access[_-]?key|auth[_-]?token"
+            r"|access[_-]?token|refresh[_-]?token|private[_-]?key|passphrase|password|passwd"
+            r"|pwd|secret|token|密码|口令|密钥)")
+_ASSIGN = re.compile(
+    rf"{_KEYWORD}[\"']?\s{{0,4}}(?P<op>[:=：]|是|为)\s{{0,4}}(?P<q>[\"']?)"
+    r"(?P<value>[^\s\"'`,;<>(){}\[\]]{6,256})")
+
+
+def _assignment_ok(m: re.Match[str], text: str) -> bool:
+    start = m.start()
+    if start > 0 and text[start - 1].isascii() and text[start - 1].isalpha():
+        return False  # ``mypassword=`` / ``tokens:`` prefixes: not the keyword itself
+    value = text[m.start("value"):m.end("value")]
+    if not _real_secret(value) or re.fullmatch(r"[A-Za-z_]\w{0,60}(?:\.\w{1,60}){1,6}", value):
+        return False  # a placeholder, or code (``settings.DB_PASSWORD``)
+    if m.group("q") or m.group("op") == "=":
+        return True
+    # ``key: value`` in prose ("your token: expires soon") needs a value that looks generated
+    return len(value) >= 12 or any(not c.isalpha() for c in value)
+
+
+PASSWORD_ASSIGNMENT = PatternDetector(
+    name="secret.password_assignment", type="secret.password_assignment", action="drop",
+    patterns=(_ASSIGN,), accept=_assignment_ok, group="value", fold=True)
+
+# ---- high-entropy tokens, only next to a credential word on the same line
+_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,200}={0,2}(?![A-Za-z0-9+/=_-])")
+_CONTEXT = re.compile(
+    r"(?:key|token|secret|passw|pwd|credential|auth|bearer|session|cookie|signature|密钥|令牌|凭证)",
+    re.IGNORECASE)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_PUBLIC = re.compile(r"pk_(?:live|test)_")  # publishable keys are meant for browsers
+_CONTEXT_CHARS = 40
+
+
+def _entropy_ok(token: str) -> bool:
+    if _UUID.fullmatch(token) or _PUBLIC.match(token) or not any(c.isdigit() for c in token):
+        return False
+    if all(c in "0123456789abcdefABCDEF" for c in token):
+        return len(token) >= 32 and shannon_entropy(token) >= 3.0
+    return any(c.isalpha() for c in token) and shannon_entropy(token) >= 3.7
+
+
+def _in_context(text: str, start: int) -> bool:
+    line_start = text.rfind("\n", max(0, start - _CONTEXT_CHARS), start) + 1
+    window = text[max(line_start, start - _CONTEXT_CHARS):start]
+    return _CONTEXT.search(window) is not None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class HighEntropyDetector:
+    name: str = "secret.high_entropy"
+
+    def __call__(self, text: str) -> list[Finding]:
+        return [Finding(type="secret.high_entropy", action="drop", start=m.start(), end=m.end())
+                for m in _CANDIDATE.finditer(text)
+                if _entropy_ok(m.group()) and _in_context(text, m.start())]
+
+
+HIGH_ENTROPY = HighEntropyDetector()
+
+SECRET_DETECTORS = (AWS_ACCESS_KEY, GITHUB_TOKEN, OPENAI_KEY, ANTHROPIC_KEY, SLACK_TOKEN,
+                    STRIPE_KEY, GOOGLE_API_KEY, PRIVATE_KEY, JWT, PASSWORD_IN_URL,
+                    PASSWORD_ASSIGNMENT, HIGH_ENTROPY)
