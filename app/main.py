@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from app.adapters.embedders.factory import make_embedder
 from app.adapters.postgres.audit import PgAuditLog
+from app.adapters.postgres.bundles import PgBundleStore
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.keys import PgKeyStore
 from app.adapters.postgres.knowledge import PgKnowledgeStore
@@ -29,12 +30,24 @@ from app.adapters.redis.session_tail import RedisSessionTail
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.api import errors
 from app.api.middleware import BodyLimit, RequestMetrics
-from app.api.routes import admin, context, health, knowledge, manifests, sessions, tasks
+from app.api.routes import (
+    admin,
+    bundles,
+    context,
+    health,
+    knowledge,
+    manifests,
+    sessions,
+    tasks,
+)
+from app.core.detectors import ALL_DETECTORS, SECRET_DETECTORS
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
+from app.core.redaction import profiles_from_json
 from app.observability import Metrics, make_tracer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.assemble import Assembler
+from app.service.bundles import BundleService
 from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
 from app.service.sessions import SessionService
@@ -52,6 +65,7 @@ def pipeline_config(settings: Settings) -> PipelineConfig:
         floor=settings.relevance_floor,
         threshold_tokens=settings.reference_threshold_tokens,
         excerpt_tokens=settings.excerpt_tokens,
+        detectors=ALL_DETECTORS,
     )
 
 
@@ -66,6 +80,7 @@ class Container:
     sessions: SessionService
     tasks: TaskService
     knowledge: KnowledgeService
+    bundles: BundleService
     manifests: ManifestStore
     audit: AuditLog
     assembler: Assembler
@@ -89,20 +104,27 @@ class Container:
                              ttl_s=settings.session_tail_ttl_s),
             tail_len=settings.session_tail_len)
         task_svc = TaskService(PgTaskStore(db))
+        bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
+                                   count_tokens=count,
+                                   revoked_policy=settings.bundle_revoked_policy)
         kstore = PgKnowledgeStore(db)
         mstore = PgManifestStore(db)
         assembler = Assembler(
-            sessions=session_svc, tasks=task_svc, knowledge=kstore, manifests=mstore,
+            sessions=session_svc, tasks=task_svc, bundles=bundle_svc, knowledge=kstore,
+            manifests=mstore,
             replay=RedisReplayCache(redis, prefix=settings.redis_prefix,
                                     ttl_s=settings.replay_ttl_s),
             embedder=embedder, count_tokens=count, config=pipeline_config(settings),
             knowledge_k=settings.knowledge_k, history_events=settings.history_turns,
             policy_revision=settings.policy_revision, metrics=metrics,
+            profiles=profiles_from_json(settings.redaction_profiles)
+            if settings.redaction_profiles else {},
             tracer=make_tracer("ctxgate", console=settings.otel_console))
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
-            knowledge=KnowledgeService(kstore, embedder, count), manifests=mstore,
+            knowledge=KnowledgeService(kstore, embedder, count), bundles=bundle_svc,
+            manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler)
 
     async def readiness(self) -> dict[str, bool]:
@@ -146,7 +168,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     if container is not None:
         app.state.container = container
     errors.install(app)
-    for module in (context, sessions, tasks, knowledge, manifests, admin, health):
+    for module in (context, sessions, tasks, knowledge, bundles, manifests, admin, health):
         app.include_router(module.router)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

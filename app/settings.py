@@ -7,6 +7,7 @@ test with its own values).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -45,6 +46,11 @@ class Settings(BaseSettings):
     excerpt_tokens: int = 96
     replay_ttl_s: int = 24 * 3600
     budget_shares: BudgetShares = Field(default_factory=BudgetShares)
+    # A running session whose pinned bundle revision was revoked: "fallback" re-resolves to
+    # the channel's current good revision; "block" answers 409 until re-authorized.
+    # Operator-defined redaction profiles, JSON (see docs/detectors.md); built-ins always exist.
+    redaction_profiles: str | None = None
+    bundle_revoked_policy: Literal["fallback", "block"] = "fallback"
 
     embedder: str = "e5"  # "e5" (offline, multilingual) | "openai"
     embedding_dim: int = 384

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from alembic import op
+from alembic import context, op
 
 revision: str = "0002"
 down_revision: str | None = "0001"
@@ -100,15 +100,16 @@ def _initial() -> ModuleType:
     """The 0001 module, to restore its function definitions on downgrade."""
     path = Path(__file__).with_name("0001_initial.py")
     spec = importlib.util.spec_from_file_location("ctxgate_migration_0001", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def _role() -> str:
-    role: str = _initial()._role()
-    return role
+    # Validated as an identifier by env.py before any revision runs.
+    return str(context.config.attributes["app_role"])
 
 
 def _grants(functions: Sequence[str], role: str) -> list[str]:

@@ -50,6 +50,7 @@ def require(*roles: Role) -> object:
 RuntimeDep = Annotated[Principal, require(Role.RUNTIME)]
 OpsDep = Annotated[Principal, require(Role.OPS, Role.ADMIN)]
 ReaderDep = Annotated[Principal, require(Role.RUNTIME, Role.OPS, Role.ADMIN)]
+AdminDep = Annotated[Principal, require(Role.ADMIN)]
 
 
 async def require_platform_admin(request: Request) -> None:

@@ -7,10 +7,10 @@ look-alike unicode; unknown fields are rejected so a typo is an error, not silen
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.core.model import (
     Acl,
@@ -23,13 +23,48 @@ from app.core.model import (
     Trust,
     TurnRequest,
     Visibility,
+    Workspace,
 )
+from app.core.registry import BundleFile, BundleRevision
 from app.ports import NewDocument, NewEvent
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+INT32_MAX = 2**31 - 1  # sequence numbers and revisions are PostgreSQL integers
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text and jsonb cannot hold U+0000: refuse it here as a 422, not a 500 there.
+    if "\x00" in value:
+        raise ValueError("text must not contain NUL (U+0000) characters")
+    return value
+
+
+def _no_nul_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return _no_nul(value)
+    if isinstance(value, dict):
+        return {_no_nul(str(k)): _no_nul_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nul_json(v) for v in value]
+    return value
+
+
+def _utc_representable(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    except OverflowError:
+        raise ValueError("timestamps must lie before year 10000 in UTC") from None
+
+
+NulFree = AfterValidator(_no_nul)
 Id = Annotated[str, Field(pattern=ID_PATTERN, examples=["sess_alice_014"])]
-Text = Annotated[str, Field(max_length=200_000)]
-ShortText = Annotated[str, Field(max_length=4_000)]
+Text = Annotated[str, Field(max_length=200_000), NulFree]
+ShortText = Annotated[str, Field(max_length=4_000), NulFree]
+Instant = Annotated[datetime | None, AfterValidator(_utc_representable)]
+JsonValue = Annotated[Any, AfterValidator(_no_nul_json)]
+Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 DataLevelName = Literal["public", "internal", "confidential", "secret"]
 RoleName = Literal["runtime", "ops", "admin"]
 VisibilityName = Literal["self", "tree", "agent", "all"]
@@ -72,7 +107,7 @@ class KeyCreate(Wire):
 class TenantIdentityIn(Wire):
     require_assertion: bool = True
     algorithm: Literal["HS256", "RS256"]
-    key: Annotated[str, Field(min_length=1, max_length=16_384,
+    key: Annotated[str, NulFree, Field(min_length=1, max_length=16_384,
                               description="HS256 secret or RS256 PEM public key")]
     issuer: ShortText | None = None
     audience: ShortText | None = None
@@ -99,8 +134,9 @@ class MessageEvent(Wire):
 class ToolCallEvent(Wire):
     type: Literal["tool_call"]
     call_id: Id
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    arguments: dict[str, Any] | list[Any] | str | None = None
+    name: Annotated[str, Field(min_length=1, max_length=200), NulFree]
+    arguments: Annotated[dict[str, Any] | list[Any] | str | None,
+                         AfterValidator(_no_nul_json)] = None
 
 
 class ToolResultEvent(Wire):
@@ -175,7 +211,7 @@ class CheckpointIn(TenantClaim):
     user_id: Id
     session_id: Id | None = None
     parent_task_id: Id | None = None
-    expected_revision: int | None = Field(default=None, ge=0)
+    expected_revision: Int32 | None = None
     goal: ShortText = Field(min_length=1)
     accepted_decisions: list[ShortText] = Field(default_factory=list, max_length=200)
     verified_evidence: list[ShortText] = Field(default_factory=list, max_length=200)
@@ -242,13 +278,13 @@ class DocumentIn(TenantClaim):
     doc_id: Id
     version: int = Field(ge=1, le=2_000_000_000)
     title: ShortText | None = None
-    text: Annotated[str, Field(min_length=1, max_length=500_000)]
+    text: Annotated[str, Field(min_length=1, max_length=500_000), NulFree]
     domain: Id | None = None
     sensitivity: DataLevelName
     trust: Literal["reviewed", "evidence", "untrusted"]
     acl: AclIn | None
-    observed_at: datetime | None = None
-    expires_at: datetime | None = None
+    observed_at: Instant = None
+    expires_at: Instant = None
     source: ShortText | None = None
 
     def to_domain(self) -> NewDocument:
@@ -281,10 +317,105 @@ class BudgetIn(Wire):
         return self
 
 
+SessionType = Literal["main", "subagent", "group", "cron"]
+RuntimeName = Literal["codex", "claude-code", "hermes", "openclaw"]
+RelPath = Annotated[str, Field(max_length=1024), NulFree]
+
+
 class WorkspaceIn(Wire):
-    bundle_id: Id | None = None
-    cwd: ShortText | None = None
-    session_type: Literal["main", "subagent", "group", "cron"] = "main"
+    bundle_id: Id
+    cwd: RelPath = ""
+    session_type: SessionType = "main"
+
+    def to_domain(self) -> Workspace:
+        return Workspace(bundle_id=self.bundle_id, cwd=self.cwd,
+                         session_type=self.session_type)
+
+
+class BundleFileIn(Wire):
+    path: Annotated[str, Field(min_length=1, max_length=1024), NulFree]
+    content: Annotated[str, Field(max_length=1_000_000), NulFree]
+
+
+class BundleIn(Wire):
+    bundle_id: Id
+    revision: Id
+    runtime: RuntimeName
+    source: dict[str, str] = Field(default_factory=dict, max_length=16,
+                                   description="e.g. repo, commit")
+    files: list[BundleFileIn] = Field(min_length=1, max_length=2000)
+    declared_scope: list[ShortText] = Field(default_factory=list, max_length=200)
+    approval: dict[str, str] = Field(default_factory=dict, max_length=16,
+                                     description="owner, change_ticket, reviewed_at")
+    compatibility: dict[str, Any] = Field(default_factory=dict, max_length=16,
+                                          description="min_runner_policy, required_checks")
+
+    @model_validator(mode="after")
+    def _unique_paths(self) -> BundleIn:
+        if len({f.path for f in self.files}) != len(self.files):
+            raise ValueError("file paths must be unique")
+        return self
+
+    def to_domain(self) -> BundleRevision:
+        return BundleRevision(
+            bundle_id=self.bundle_id, revision=self.revision, runtime=self.runtime,
+            sha256="", files=tuple(BundleFile(path=f.path, content=f.content, sha256="")
+                                   for f in self.files),
+            source=self.source, declared_scope=tuple(self.declared_scope),
+            approval=self.approval, compatibility=self.compatibility)
+
+
+class BundleRevisionOut(BaseModel):
+    bundle_id: str
+    revision: str
+    runtime: str
+    sha256: str
+    revoked: bool
+    created_at: str | None
+    source: dict[str, Any]
+    declared_scope: list[str]
+    approval: dict[str, Any]
+    compatibility: dict[str, Any]
+    lint: list[dict[str, Any]]
+    files: list[dict[str, Any]] | None = None
+
+
+class ChannelOut(BaseModel):
+    stable: str | None
+    canary: str | None
+    canary_share: float
+    canary_agents: list[str]
+
+
+class BundleOut(BaseModel):
+    bundle_id: str
+    revisions: list[BundleRevisionOut]
+    channel: ChannelOut | None
+
+
+class CohortIn(Wire):
+    share: float = Field(default=0.0, ge=0.0, le=1.0)
+    agents: list[Id] = Field(default_factory=list, max_length=200)
+
+
+class PromoteIn(Wire):
+    revision: Id
+    cohort: CohortIn | None = Field(
+        default=None, description="a canary cohort; omit for a full rollout")
+
+
+class RevokeIn(Wire):
+    reason: ShortText = Field(min_length=1)
+
+
+class BundleDiff(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    from_: str = Field(alias="from")
+    to: str
+    cwd: str
+    diff: str
+    tokens: dict[str, int]
+    resolved_order: dict[str, list[str]]
 
 
 class ContextRequest(TenantClaim):
@@ -295,7 +426,7 @@ class ContextRequest(TenantClaim):
     groups: list[Id] = Field(default_factory=list, max_length=256)
     domain: Id | None = None
     data_level: DataLevelName = "internal"
-    query: Annotated[str, Field(min_length=1, max_length=32_000)]
+    query: Annotated[str, Field(min_length=1, max_length=32_000), NulFree]
     query_embedding: list[float] | None = Field(
         default=None, min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
     budget: BudgetIn
@@ -303,6 +434,7 @@ class ContextRequest(TenantClaim):
     session_visibility: VisibilityName | None = Field(
         default=None, description="How far transcript search reaches; capped by the key.")
     workspace: WorkspaceIn | None = None
+    agent_id: Id | None = Field(default=None, description="for canary cohorts of named agents")
 
     def to_domain(self, *, groups: tuple[str, ...]) -> TurnRequest:
         return TurnRequest(
@@ -315,7 +447,9 @@ class ContextRequest(TenantClaim):
             query_embedding=tuple(self.query_embedding) if self.query_embedding else None,
             budget=Budget(max_tokens=self.budget.max_tokens,
                           reserve_output=self.budget.reserve_output),
-            redaction_profile=self.redaction_profile)
+            redaction_profile=self.redaction_profile,
+            workspace=self.workspace.to_domain() if self.workspace else None,
+            agent_id=self.agent_id)
 
 
 class SegmentOut(BaseModel):

@@ -104,6 +104,7 @@ class Layer(StrEnum):
     TASK = "task"
     TEAM = "team"
     USER = "user"
+    PROJECT = "project"  # instruction bundles
     KNOWLEDGE = "knowledge"
 
 
@@ -148,6 +149,15 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Workspace:
+    """Which instruction bundle applies, where in the repo the agent works, what session."""
+
+    bundle_id: str
+    cwd: str = ""
+    session_type: str = "main"  # main | subagent | group | cron
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnRequest:
     """What the body of POST /v1/context asks for, already shape-validated at the edge."""
 
@@ -163,6 +173,8 @@ class TurnRequest:
     budget: Budget
     redaction_profile: str | None
     session_visibility: Visibility | None = None  # None: the key's cap, at most TREE
+    workspace: Workspace | None = None
+    agent_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -89,3 +89,30 @@ def transcript_candidates(
         )
         for h in hits
     ]
+
+
+def instruction_candidate(
+    *, tenant_id: str, ref: str, origin: str, text: str, revision: str,
+    count_tokens: Callable[[str], int],
+) -> Candidate:
+    """The resolved instruction bundle: reviewed text, only ever in the stable section."""
+    return Candidate(
+        ref=ref,
+        kind=Kind.INSTRUCTION,
+        layer=Layer.PROJECT,
+        section=Section.STABLE,
+        role="system",
+        content=text,
+        tenant_id=tenant_id,
+        origin=origin,
+        trust=Trust.REVIEWED,
+        sensitivity=DataLevel.INTERNAL,
+        acl=Acl(whole_tenant=True),
+        freshness=Freshness(revision=revision),
+        tokens=count_tokens(text),
+        priority=90,
+        # The runtime's own caps already bounded it; cutting it further would change what
+        # the agent is told to do, so it either fits or the turn is budget-too-small.
+        never_compress=True,
+        reason="instruction bundle",
+    )

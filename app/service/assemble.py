@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,7 +37,12 @@ from app.core.model import (
     Visibility,
 )
 from app.core.pipeline import PipelineConfig, assemble
-from app.core.retrieval import knowledge_candidates, transcript_candidates
+from app.core.redaction import RedactionProfile, resolve_profile
+from app.core.retrieval import (
+    instruction_candidate,
+    knowledge_candidates,
+    transcript_candidates,
+)
 from app.core.scope import check_task_admission, resolve_scope
 from app.observability import Metrics, record_counts, stage_span
 from app.ports import (
@@ -49,6 +54,7 @@ from app.ports import (
     StoredManifest,
     TokenCounter,
 )
+from app.service.bundles import Admitted, BundleService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
@@ -63,6 +69,7 @@ class Collected:
     checkpoint: TaskCheckpoint | None
     hits: list[KnowledgeHit]
     transcript: list[TranscriptHit]
+    bundle: Admitted | None
 
 
 def request_sha256(raw: dict[str, Any]) -> str:
@@ -75,6 +82,7 @@ class Assembler:
         *,
         sessions: SessionService,
         tasks: TaskService,
+        bundles: BundleService,
         knowledge: KnowledgeStore,
         manifests: ManifestStore,
         replay: RedisReplayCache,
@@ -86,9 +94,11 @@ class Assembler:
         policy_revision: str,
         metrics: Metrics,
         tracer: Tracer,
+        profiles: Mapping[str, RedactionProfile],
     ) -> None:
         self._sessions = sessions
         self._tasks = tasks
+        self._bundles = bundles
         self._knowledge = knowledge
         self._manifests = manifests
         self._replay = replay
@@ -100,14 +110,16 @@ class Assembler:
         self._policy_revision = policy_revision
         self._metrics = metrics
         self._tracer = tracer
+        self._profiles = profiles
 
     async def turn(self, principal: Principal, req: TurnRequest, req_hash: str) -> bytes:
         scope = resolve_scope(principal, req)
+        profile = resolve_profile(req.redaction_profile, self._profiles)  # unknown: 422
         cached = await self._replay.get(scope.tenant_id, req.turn_id)
         if cached is not None:
             return self._replayed(cached, req_hash)
         with stage_span(self._tracer, "ctxgate.turn") as span:
-            body, assembly = await self._assemble(principal, scope, req, req_hash)
+            body, assembly = await self._assemble(principal, scope, req, req_hash, profile)
             if assembly is not None:
                 record_counts(span, candidates=assembly.candidates,
                               segments=len(assembly.envelope.segments),
@@ -116,7 +128,8 @@ class Assembler:
             return body
 
     async def _assemble(self, principal: Principal, scope: Scope, req: TurnRequest,
-                        req_hash: str) -> tuple[bytes, Assembly | None]:
+                        req_hash: str, profile: RedactionProfile
+                        ) -> tuple[bytes, Assembly | None]:
         t0 = time.perf_counter()
         with stage_span(self._tracer, "ctxgate.collect"):
             collected = await self._collect(scope, req)
@@ -128,14 +141,14 @@ class Assembler:
             assembly, timings = assemble(
                 scope=scope, candidates=candidates, checkpoint=collected.checkpoint,
                 budget=req.budget, now=now, count_tokens=self._count, config=self._config,
-                clock=time.perf_counter)
+                clock=time.perf_counter, profile=profile)
             record_counts(span, **{f"stage_us.{k}": int(v * 1000) for k, v in timings.items()})
         timings = {"collect": collect_ms, **timings}
         manifest = build_manifest(
             scope=scope, turn_id=req.turn_id, assembly=assembly,
             max_tokens=req.budget.max_tokens, reserve_output=req.budget.reserve_output,
-            redaction_profile=req.redaction_profile, policy_revision=self._policy_revision,
-            created_at=now, timings_ms=timings,
+            redaction_profile=profile.name, policy_revision=self._policy_revision,
+            created_at=now, timings_ms=timings, bundle=_bundle_record(collected.bundle),
             conflicts=find_conflicts(assembly.envelope.segments))
         t1 = time.perf_counter()
         body = orjson.dumps({"turn_id": req.turn_id, "envelope": envelope_body(assembly),
@@ -181,10 +194,17 @@ class Assembler:
         async def text() -> list[KnowledgeHit]:
             return await self._knowledge.search_text(query=self._query(scope, req, None))
 
-        (owner, events, found), checkpoint, vhits, thits = await asyncio.gather(
-            session(), task(), vector(), text())
+        async def bundle() -> Admitted | None:
+            if req.workspace is None:
+                return None
+            return await self._bundles.admit(
+                tenant_id=scope.tenant_id, session_id=scope.session_id, agent_id=req.agent_id,
+                workspace=req.workspace)
+
+        (owner, events, found), checkpoint, vhits, thits, admitted = await asyncio.gather(
+            session(), task(), vector(), text(), bundle())
         return Collected(events=events, session_owner=owner, checkpoint=checkpoint,
-                         hits=[*vhits, *thits], transcript=found)
+                         hits=[*vhits, *thits], transcript=found, bundle=admitted)
 
     def _query(self, scope: Scope, req: TurnRequest, emb: Sequence[float] | None
                ) -> KnowledgeQuery:
@@ -195,6 +215,12 @@ class Assembler:
 
     def _candidates(self, scope: Scope, req: TurnRequest, got: Collected) -> list[Candidate]:
         out: list[Candidate] = []
+        if got.bundle is not None and got.bundle.resolution.text.strip():
+            b = got.bundle.binding
+            out.append(instruction_candidate(
+                tenant_id=scope.tenant_id, ref=f"bundle://{b.bundle_id}@{b.revision}",
+                origin=got.bundle.origin, text=got.bundle.resolution.text,
+                revision=b.revision, count_tokens=self._count))
         if scope.session_id is not None and got.events:
             out += session_candidates(
                 got.events, tenant_id=scope.tenant_id, session_id=scope.session_id,
@@ -243,6 +269,20 @@ class Assembler:
         if stored_hash.decode() != req_hash:
             raise Conflict("turn_id was already used by a different request")
         return body
+
+
+def _bundle_record(admitted: Admitted | None) -> dict[str, Any] | None:
+    if admitted is None:
+        return None
+    b = admitted.binding
+    return {
+        "bundle_id": b.bundle_id, "revision": b.revision, "sha256": b.sha256,
+        "runtime": admitted.runtime, "rebound_from": admitted.rebound_from,
+        "resolved_order": [
+            {"path": f.path, "layer": f.layer, "bytes_used": f.bytes_used,
+             "truncated": f.truncated, "reason": f.reason, "sha256": f.sha256}
+            for f in admitted.resolution.resolved_order],
+    }
 
 
 def _wrap(req_hash: str, body: bytes) -> bytes:

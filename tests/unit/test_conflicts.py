@@ -59,7 +59,7 @@ def test_authority_follows_the_seeds_order() -> None:
     inferred = seg("memory://i", Kind.MEMORY, Trust.INFERRED, "x", Layer.USER)
     query = seg("turn://query", Kind.QUERY, Trust.CURATED, "x", Layer.TURN)
     ranks = [authority(s) for s in (managed, task, project, pref, doc, inferred)]
-    assert ranks == sorted(ranks) == [0, 1, 2, 3, 4, 5]
+    assert ranks == [0, 1, 2, 3, 4, 5]
     assert authority(query) is None
 
 

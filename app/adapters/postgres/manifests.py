@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row, text
@@ -71,9 +71,11 @@ def _before(value: str | None) -> datetime | None:
     if not value:
         return None
     try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidRequest(f"before must be an ISO 8601 timestamp, not {value!r}") from None
+        parsed = datetime.fromisoformat(value)
+        # asyncpg converts to UTC: an instant past year 9999 there cannot be represented.
+        return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed
+    except (ValueError, OverflowError):
+        raise InvalidRequest("before must be an ISO 8601 timestamp up to year 9999") from None
 
 
 class PgManifestStore:

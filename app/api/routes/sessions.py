@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path, Query
 from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
 from app.api.schemas import (
     ID_PATTERN,
+    INT32_MAX,
     EventOut,
     EventsAppend,
     EventsAppended,
@@ -49,7 +50,7 @@ async def append_events(session_id: SessionId, body: EventsAppend, principal: Ru
 async def read_events(
     session_id: SessionId, principal: RuntimeDep, container: ContainerDep,
     user_id: Annotated[str, Query(pattern=ID_PATTERN)],
-    after_seq: Annotated[int, Query(ge=0)] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     assertion: AssertionDep = None,
 ) -> EventsPage:

@@ -8,7 +8,14 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import AssertionDep, ContainerDep, ReaderDep, RuntimeDep, check_tenant_claim
-from app.api.schemas import ID_PATTERN, CheckpointIn, CheckpointOut, CheckpointSaved, Problem
+from app.api.schemas import (
+    ID_PATTERN,
+    INT32_MAX,
+    CheckpointIn,
+    CheckpointOut,
+    CheckpointSaved,
+    Problem,
+)
 from app.service.identity import bind_user
 
 router = APIRouter(tags=["tasks"])
@@ -33,7 +40,7 @@ async def put_checkpoint(task_id: TaskId, body: CheckpointIn, principal: Runtime
             responses=ERRORS)  # type: ignore[arg-type]
 async def get_checkpoint(
     task_id: TaskId, principal: ReaderDep, container: ContainerDep,
-    revision: Annotated[int | None, Query(ge=1)] = None,
+    revision: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
     user_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
     assertion: AssertionDep = None,
 ) -> CheckpointOut:
