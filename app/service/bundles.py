@@ -50,7 +50,9 @@ class Admitted:
 def _directories(files: Mapping[str, str]) -> list[str]:
     """Every directory holding a file, root first, bounded: the cwds lint resolves for."""
     dirs = {""} | {p.rsplit("/", 1)[0] for p in files if "/" in p}
-    return sorted(d for d in dirs if not d.startswith(".git"))[:MAX_LINT_DIRS]
+    # Global (~/...), managed and VCS areas are not places an agent can work in.
+    skip = (".git", "~", "managed")
+    return sorted(d for d in dirs if not d.startswith(skip))[:MAX_LINT_DIRS]
 
 
 class BundleService:
