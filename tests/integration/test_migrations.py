@@ -14,6 +14,8 @@ from app.adapters.postgres import migrate
 from app.adapters.postgres.db import Database
 
 BUNDLE_TABLES = {"bundle_revisions", "bundle_channels", "bundle_denylist", "session_bundles"}
+MEMORY_TABLES = {"memories", "memory_history"}
+LATER_TABLES = BUNDLE_TABLES | MEMORY_TABLES | {"erasures"}
 TENANT_TABLES = {"sessions", "session_events", "task_checkpoints", "knowledge_documents",
                  "knowledge_chunks", "manifests", "audit_log"}
 
@@ -68,13 +70,14 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
     await asyncio.to_thread(migrate.upgrade, fresh_db, app_role=role, app_password="p'w")
     assert await asyncio.to_thread(migrate.current, fresh_db) == migrate.head()
     up = await _state(fresh_db, role)
-    assert up["tables"] == TENANT_TABLES | BUNDLE_TABLES | {
+    assert up["tables"] == TENANT_TABLES | LATER_TABLES | {
         "api_keys", "tenant_identity", "alembic_version"}
-    assert up["policies"] == TENANT_TABLES | BUNDLE_TABLES | {"api_keys"}
-    # api_keys and tenant_identity: RLS enabled, not forced (see the migrations)
-    assert up["forced"] == TENANT_TABLES | BUNDLE_TABLES
+    assert up["policies"] == TENANT_TABLES | LATER_TABLES | {"api_keys"}
+    # api_keys, tenant_identity, erasures: RLS enabled, not forced (see the migrations)
+    assert up["forced"] == TENANT_TABLES | BUNDLE_TABLES | MEMORY_TABLES
     assert up["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
-                               "ctxgate_key_revoke", "ctxgate_tenant_identity_set"}
+                               "ctxgate_key_revoke", "ctxgate_tenant_identity_set",
+                               "ctxgate_open_erasures"}
     assert up["role"] == up["password"] == {role}
 
     db = await Database.open(fresh_db, role=role, password="p'w", pool_size=1)
