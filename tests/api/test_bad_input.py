@@ -137,7 +137,7 @@ async def test_stale_checkpoint_revision_is_409(client: httpx.AsyncClient, make_
     r = await client.put("/v1/tasks/t1/checkpoint", headers=bearer(key), json={
         "user_id": "alice", "goal": "g", "expected_revision": 1})
     assert_problem(r, 409, "stale-revision")
-    first = await client.get("/v1/tasks/t1/checkpoint?revision=1", headers=bearer(key))
+    first = await client.get("/v1/tasks/t1/checkpoint?revision=1&user_id=alice", headers=bearer(key))
     assert first.json()["revision"] == 1
     bad_kind = await client.put("/v1/tasks/t1/checkpoint", headers=bearer(key), json={
         "user_id": "alice", "goal": "g", "constraints": [{"text": "x", "kind": "maybe"}]})
@@ -147,3 +147,28 @@ async def test_stale_checkpoint_revision_is_409(client: httpx.AsyncClient, make_
 async def test_unknown_route_and_method_are_problems(client: httpx.AsyncClient) -> None:
     assert_problem(await client.get("/v1/nothing"), 404, "not-found")
     assert_problem(await client.get("/v1/context"), 405, "method-not-allowed")
+
+
+async def test_a_key_writes_only_what_it_could_read(client: httpx.AsyncClient,
+                                                    make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant, max_data_level="internal", domains=["payments"])
+    base = {"doc_id": "d", "version": 1, "text": "x", "trust": "reviewed", "acl": None}
+    above = await client.post("/v1/knowledge/documents", headers=bearer(key),
+                              json={**base, "sensitivity": "secret", "domain": "payments"})
+    outside = await client.post("/v1/knowledge/documents", headers=bearer(key),
+                                json={**base, "sensitivity": "internal", "domain": "hr"})
+    assert_problem(above, 403, "forbidden-scope")
+    assert_problem(outside, 403, "forbidden-scope")
+
+
+async def test_a_runtime_key_must_name_the_user_of_a_checkpoint(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+    await checkpoint(client, key, "t_owned")
+    assert_problem(await client.get("/v1/tasks/t_owned/checkpoint", headers=bearer(key)),
+                   422, "invalid-request")
+    assert_problem(await client.get("/v1/tasks/t_owned/checkpoint?user_id=bob",
+                                    headers=bearer(key)), 404, "not-found")
+    ops = await make_key(tenant, "ops")
+    assert (await client.get("/v1/tasks/t_owned/checkpoint", headers=bearer(ops))
+            ).status_code == 200

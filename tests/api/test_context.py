@@ -141,7 +141,7 @@ async def test_a_sub_task_reads_only_what_its_parent_was_allowed(
     wide = await make_key(tenant, max_data_level="confidential")
     await checkpoint(client, narrow, "parent")
     await checkpoint(client, wide, "child", parent_task_id="parent")
-    child = await client.get("/v1/tasks/child/checkpoint", headers=bearer(wide))
+    child = await client.get("/v1/tasks/child/checkpoint?user_id=alice", headers=bearer(wide))
     assert child.status_code == 200
     denied = await client.post("/v1/context", headers=bearer(wide),
                                json=turn(task_id="child", data_level="confidential"))

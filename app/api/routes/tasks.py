@@ -16,6 +16,8 @@ from app.api.schemas import (
     CheckpointSaved,
     Problem,
 )
+from app.core.errors import InvalidRequest
+from app.core.model import Role
 from app.service.identity import bind_user
 
 router = APIRouter(tags=["tasks"])
@@ -44,6 +46,10 @@ async def get_checkpoint(
     user_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
     assertion: AssertionDep = None,
 ) -> CheckpointOut:
+    if principal.role is Role.RUNTIME and user_id is None:
+        # A runtime key acts for one user at a time: it must say which (ops and admin read
+        # any task of the tenant).
+        raise InvalidRequest("user_id is required with a runtime key")
     if user_id is not None or assertion is not None:
         bind_user(principal, assertion, user_id=user_id or "")
     cp = await container.tasks.get(tenant_id=principal.tenant_id, task_id=task_id,
