@@ -9,19 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import Any, Self
 
 
-class DataLevel(IntEnum):
-    """Data classification, lowest to highest. Comparable: ``PUBLIC < SECRET``."""
-
-    PUBLIC = 0
-    INTERNAL = 1
-    CONFIDENTIAL = 2
-    SECRET = 3
+class OrderedLevel(IntEnum):
+    """An ordered scale whose wire form is the lower-case member name."""
 
     @classmethod
-    def parse(cls, name: str) -> DataLevel:
+    def parse(cls, name: str) -> Self:
         return cls[name.upper()]
 
     @property
@@ -29,7 +24,16 @@ class DataLevel(IntEnum):
         return self.name.lower()
 
 
-class Visibility(IntEnum):
+class DataLevel(OrderedLevel):
+    """Data classification, lowest to highest. Comparable: ``PUBLIC < SECRET``."""
+
+    PUBLIC = 0
+    INTERNAL = 1
+    CONFIDENTIAL = 2
+    SECRET = 3
+
+
+class Visibility(OrderedLevel):
     """How far a turn may read other sessions' content, narrowest first (OpenClaw's
     ``tools.sessions.visibility``): this session, the sessions it spawned, the same agent's
     sessions of the user, all of the user's sessions. Never another user's."""
@@ -38,14 +42,6 @@ class Visibility(IntEnum):
     TREE = 1
     AGENT = 2
     ALL = 3
-
-    @classmethod
-    def parse(cls, name: str) -> Visibility:
-        return cls[name.upper()]
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
 
 class Role(StrEnum):
@@ -406,3 +402,47 @@ class Assembly:
     permission_drops: tuple[Drop, ...]  # never in the manifest: details go to audit
     candidates: int
     validation: Validation
+
+
+class MemoryStatus(StrEnum):
+    ACTIVE = "active"
+    PENDING = "pending"
+    SUPERSEDED = "superseded"
+    REJECTED = "rejected"
+    HYPOTHESIS = "hypothesis"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryRecord:
+    """One long-term memory, shaped like the seeds' record (``docs/memory.md``)."""
+
+    tenant_id: str
+    memory_id: str
+    version: int
+    statement: str
+    origin: str
+    evidence_ref: str | None
+    scope_level: str  # "user" | "team"
+    user_id: str | None
+    domain: str | None
+    owner: str
+    source_session: str
+    task_id: str | None
+    confidence: float
+    sensitivity: DataLevel
+    status: MemoryStatus
+    supersedes: str | None
+    pinned: bool
+    subject_key: str | None
+    observed_at: datetime
+    confirmed_at: datetime
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryHit:
+    """A recalled memory, already filtered by the pushed-down permission."""
+
+    record: MemoryRecord
+    rank: int  # 1-based rank within its ranker
+    ranker: str  # "memory_vector" | "memory_fts"
