@@ -7,6 +7,7 @@ excepted"), one assembled turn, then a cross-tenant attempt that is refused.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -166,6 +167,8 @@ async def run_demo(settings: Settings) -> None:
                   f"{'only before 2026-06-30, channel customers excepted' in text}")
             print(f"globex's 'Project ORCHID' in acme's envelope or manifest: {'ORCHID' in text}")
             await _cross_tenant(c, keys, acme, turn["turn_id"])
+            container.erasure_worker.start()  # the ASGI transport runs no lifespan
+            await _forget(c, keys)
     finally:
         await container.close()
 
@@ -186,3 +189,19 @@ async def _cross_tenant(c: httpx.AsyncClient, keys: dict[str, str], acme: str,
     r = await c.get(f"/v1/audit?turn_id={turn_id}", headers=ops)
     print(f"acme ops reads the turn's audit      -> {len(r.json()['records'])} permission drops "
           "recorded")
+
+
+async def _forget(c: httpx.AsyncClient, keys: dict[str, str]) -> None:
+    admin = {"Authorization": f"Bearer {keys['acme-admin']}"}
+    r = await c.post("/v1/erasures", headers=admin, json={"user_id": "alice"})
+    r.raise_for_status()
+    erasure_id = r.json()["erasure_id"]
+    for _ in range(100):
+        got = (await c.get(f"/v1/erasures/{erasure_id}", headers=admin)).json()
+        if got["status"] in ("done", "failed"):
+            break
+        await asyncio.sleep(0.1)
+    print(f"\nForget alice -> erasure {erasure_id}: {got['status']}, subject {got['subject']}")
+    for layer, n in sorted((got.get("receipt") or {}).get("layers", {}).items()):
+        _line(layer, f"found {n['found']}, erased {n['erased']}, "
+                     f"remaining {n['verified_remaining']}")

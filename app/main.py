@@ -18,13 +18,17 @@ from app.adapters.embedders.factory import make_embedder
 from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.bundles import PgBundleStore
 from app.adapters.postgres.db import Database
+from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
 from app.adapters.postgres.keys import PgKeyStore
 from app.adapters.postgres.knowledge import PgKnowledgeStore
 from app.adapters.postgres.manifests import PgManifestStore
+from app.adapters.postgres.memories import PgMemoryStore
 from app.adapters.postgres.sessions import PgSessionArchive
 from app.adapters.postgres.tasks import PgTaskStore
 from app.adapters.redis.client import open_redis
 from app.adapters.redis.client import ping as redis_ping
+from app.adapters.redis.erasure import RedisEraser
+from app.adapters.redis.pins import RedisPinSnapshots
 from app.adapters.redis.replay import RedisReplayCache
 from app.adapters.redis.session_tail import RedisSessionTail
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
@@ -34,13 +38,15 @@ from app.api.routes import (
     admin,
     bundles,
     context,
+    erasures,
     health,
     knowledge,
     manifests,
+    memories,
     sessions,
     tasks,
 )
-from app.core.detectors import ALL_DETECTORS, SECRET_DETECTORS
+from app.core.detectors import ALL_DETECTORS, PII_DETECTORS, SECRET_DETECTORS
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
 from app.core.redaction import profiles_from_json
@@ -48,8 +54,10 @@ from app.observability import Metrics, make_tracer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.assemble import Assembler
 from app.service.bundles import BundleService
+from app.service.erasure import ErasureService, ErasureWorker
 from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
+from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 from app.settings import Settings
@@ -81,9 +89,12 @@ class Container:
     tasks: TaskService
     knowledge: KnowledgeService
     bundles: BundleService
+    memories: MemoryService
     manifests: ManifestStore
     audit: AuditLog
     assembler: Assembler
+    erasures: ErasureService
+    erasure_worker: ErasureWorker
 
     @classmethod
     async def open(cls, settings: Settings) -> Container:
@@ -109,6 +120,12 @@ class Container:
                                    revoked_policy=settings.bundle_revoked_policy)
         kstore = PgKnowledgeStore(db)
         mstore = PgManifestStore(db)
+        memory_svc = MemoryService(
+            PgMemoryStore(db), embedder, secret=SECRET_DETECTORS, pii=PII_DETECTORS,
+            pins=RedisPinSnapshots(redis, prefix=settings.redis_prefix,
+                                   ttl_s=settings.session_tail_ttl_s),
+            k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
+            count_tokens=count)
         assembler = Assembler(
             sessions=session_svc, tasks=task_svc, bundles=bundle_svc, knowledge=kstore,
             manifests=mstore,
@@ -119,13 +136,19 @@ class Container:
             policy_revision=settings.policy_revision, metrics=metrics,
             profiles=profiles_from_json(settings.redaction_profiles)
             if settings.redaction_profiles else {},
-            tracer=make_tracer("ctxgate", console=settings.otel_console))
+            tracer=make_tracer("ctxgate", console=settings.otel_console),
+            memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days)
+        estore = PgErasureStore(db)
+        erasure_svc = ErasureService(estore, [
+            *pg_erasers(db), RedisEraser(redis, estore, prefix=settings.redis_prefix)])
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
             knowledge=KnowledgeService(kstore, embedder, count), bundles=bundle_svc,
+            memories=memory_svc,
             manifests=mstore,
-            audit=PgAuditLog(db), assembler=assembler)
+            audit=PgAuditLog(db), assembler=assembler, erasures=erasure_svc,
+            erasure_worker=ErasureWorker(erasure_svc))
 
     async def readiness(self) -> dict[str, bool]:
         async def pg() -> bool:
@@ -138,6 +161,7 @@ class Container:
         return {"postgres": postgres, "redis": redis}
 
     async def close(self) -> None:
+        await self.erasure_worker.stop()
         await self.redis.aclose()  # type: ignore[attr-defined]
         await self.db.close()
 
@@ -150,13 +174,18 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if container is not None:
             app.state.container = container
-            yield
+            container.erasure_worker.start()
+            try:
+                yield
+            finally:
+                await container.erasure_worker.stop()
             return
         owned = await Container.open(settings)
         warm = getattr(owned.embedder, "warm", None)
         if warm is not None:  # load the model now, not on the first turn
             await warm()
         app.state.container = owned
+        owned.erasure_worker.start()  # resumes jobs a crash left open, then polls
         try:
             yield
         finally:
@@ -168,7 +197,8 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     if container is not None:
         app.state.container = container
     errors.install(app)
-    for module in (context, sessions, tasks, knowledge, bundles, manifests, admin, health):
+    for module in (context, sessions, tasks, knowledge, memories, bundles, manifests, erasures,
+                   admin, health):
         app.include_router(module.router)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -6,16 +6,20 @@ as the transaction's ``app.tenant_id`` (for Row-Level Security) *and* filter on 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from app.core.memory_gate import Existing, GateDecision, MemoryWrite
 from app.core.model import (
     Acl,
     AssertionPolicy,
     DataLevel,
     KnowledgeHit,
+    MemoryHit,
+    MemoryRecord,
     Principal,
     Role,
     SessionEvent,
@@ -191,6 +195,118 @@ class AuditLog(Protocol):
     async def list(
         self, *, tenant_id: str, turn_id: str | None, limit: int
     ) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryQuery:
+    """A permission-bounded recall: every field is pushed down into SQL (``docs/memory.md``)."""
+
+    tenant_id: str
+    user_id: str
+    domain: str | None
+    task_id: str | None  # hypotheses of this task only
+    max_level: DataLevel
+    now: datetime
+    embedding: Vector | None
+    text: str
+    k: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryFilter:
+    user_id: str | None = None
+    scope_level: str | None = None
+    status: str | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryProbe:
+    """A write's candidate and what the store needs to find its related records."""
+
+    write: MemoryWrite
+    memory_id: str  # the id a new record gets
+    embedding: Vector | None
+    actor: str  # key id, for history
+    now: datetime
+
+
+Gate = Callable[[Sequence[Existing]], GateDecision]
+
+
+class MemoryStore(Protocol):
+    async def write(self, *, tenant_id: str, probe: MemoryProbe, gate: Gate
+                    ) -> tuple[GateDecision, MemoryRecord | None]:
+        """Under a per-scope lock: read related records, run ``gate``, apply its decision."""
+        ...
+
+    async def get(self, *, tenant_id: str, memory_id: str) -> MemoryRecord | None: ...
+    async def history(self, *, tenant_id: str, memory_id: str) -> list[dict[str, Any]]: ...
+    async def find(self, *, tenant_id: str, filt: MemoryFilter) -> list[MemoryRecord]: ...
+    async def review(self, *, tenant_id: str, memory_id: str, approve: bool, actor: str,
+                     now: datetime) -> MemoryRecord | None: ...
+    async def delete(self, *, tenant_id: str, memory_id: str) -> bool: ...
+    async def recall_vector(self, *, query: MemoryQuery) -> list[MemoryHit]: ...
+    async def recall_text(self, *, query: MemoryQuery) -> list[MemoryHit]: ...
+    async def pinned(self, *, query: MemoryQuery, limit: int) -> list[MemoryRecord]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErasureJob:
+    """A durable "forget me" job; ``user_id`` is the tombstone once the job has finished."""
+
+    tenant_id: str
+    erasure_id: str
+    user_id: str
+    status: str  # pending | running | done | failed
+    requested_by: str
+    requested_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempts: int
+    receipt: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErasureTarget:
+    """What one erasure run removes: the user, the tombstone, and the ids found so far."""
+
+    tenant_id: str
+    erasure_id: str
+    user_id: str
+    tombstone: str
+    session_ids: tuple[str, ...]
+    turn_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerCount:
+    found: int
+    erased: int
+    tables: dict[str, int]
+
+
+class ErasureStore(Protocol):
+    """Durable erasure jobs; ``claim`` holds a cross-process lock while a run is in progress."""
+
+    async def create(self, *, tenant_id: str, user_id: str, requested_by: str) -> ErasureJob: ...
+    async def get(self, *, tenant_id: str, erasure_id: str) -> ErasureJob | None: ...
+    async def open_jobs(self) -> list[tuple[str, str]]: ...
+    def claim(self, *, tenant_id: str, erasure_id: str
+              ) -> AbstractAsyncContextManager[ErasureJob | None]: ...
+    async def plan(self, *, job: ErasureJob, tombstone: str) -> ErasureTarget: ...
+    async def record(self, *, target: ErasureTarget, layer: str, count: LayerCount) -> None: ...
+    async def finish(self, *, job: ErasureJob, status: str, receipt: dict[str, Any],
+                     tombstone: str, audit: AuditRecord) -> None: ...
+
+
+class Eraser(Protocol):
+    """One layer of a user's data: erase it idempotently (recording counts), or count the rest."""
+
+    layer: str
+
+    async def erase(self, target: ErasureTarget) -> LayerCount: ...
+    async def remaining(self, target: ErasureTarget) -> int: ...
 
 
 class Embedder(Protocol):

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     session_tail_ttl_s: int = 7 * 24 * 3600
     history_turns: int = 40  # events of the tail offered as candidates
     knowledge_k: int = 8  # per ranker
+    memory_k: int = 5  # recalled memories per ranker
+    memory_revalidate_days: int = 90  # a fact not confirmed since is down-ranked, flagged
+    memory_default_ttl_days: int = 90  # expiry of evidence-backed facts written without one
     relevance_floor: float = 0.0
     reference_threshold_tokens: int = 512
     excerpt_tokens: int = 96

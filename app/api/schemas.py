@@ -7,17 +7,19 @@ look-alike unicode; unknown fields are rejected so a typo is an error, not silen
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from app.core.memory_gate import MemoryWrite
 from app.core.model import (
     Acl,
     AssertionPolicy,
     Budget,
     Constraint,
     DataLevel,
+    MemoryRecord,
     TaskCheckpoint,
     ToolEffect,
     Trust,
@@ -515,3 +517,127 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[dict[str, Any]] | None = None
+
+
+# --- memories -----------------------------------------------------------------------------
+
+OriginName = Literal["user_stated", "verified_tool_result", "reviewed_doc", "model_inference",
+                     "team_decision"]
+
+
+class MemoryScopeIn(Wire):
+    level: Literal["user", "team"]
+    user_id: Id | None = None
+    domain: Id | None = None
+
+
+class MemoryIn(TenantClaim):
+    statement: Annotated[str, Field(min_length=1, max_length=4_000), NulFree]
+    scope: MemoryScopeIn
+    origin: OriginName
+    evidence_ref: ShortText | None = None
+    source_session: Id
+    owner: Id
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    sensitivity: DataLevelName = "internal"
+    key: Annotated[str, Field(min_length=1, max_length=200), NulFree] | None = Field(
+        default=None, description="the subject: a new statement under the same key supersedes")
+    expires_at: Instant = None
+    ttl_days: int | None = Field(default=None, ge=1, le=3650)
+    task_id: Id | None = None
+    pinned: bool = Field(default=False, description="user_stated user preferences only")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MemoryIn:
+        if self.expires_at is not None and self.ttl_days is not None:
+            raise ValueError("give expires_at or ttl_days, not both")
+        if self.pinned and (self.scope.level != "user" or self.origin != "user_stated"):
+            raise ValueError("only user_stated user memories may be pinned")
+        return self
+
+    def to_domain(self, now: datetime) -> MemoryWrite:
+        expires = self.expires_at
+        if self.ttl_days is not None:
+            expires = now + timedelta(days=self.ttl_days)
+        return MemoryWrite(
+            statement=self.statement, scope_level=self.scope.level,
+            user_id=self.scope.user_id if self.scope.level == "user" else None,
+            domain=self.scope.domain, origin=self.origin, evidence_ref=self.evidence_ref,
+            source_session=self.source_session, owner=self.owner, confidence=self.confidence,
+            sensitivity=DataLevel.parse(self.sensitivity), key=self.key, expires_at=expires,
+            task_id=self.task_id, pinned=self.pinned)
+
+
+class MemoryOut(BaseModel):
+    memory_id: str
+    version: int
+    statement: str
+    origin: str
+    evidence_ref: str | None
+    scope: dict[str, Any]
+    owner: str
+    source_session: str
+    task_id: str | None
+    confidence: float
+    sensitivity: str
+    status: str
+    supersedes: str | None
+    pinned: bool
+    key: str | None
+    observed_at: datetime
+    confirmed_at: datetime
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, r: MemoryRecord) -> MemoryOut:
+        return cls(
+            memory_id=r.memory_id, version=r.version, statement=r.statement, origin=r.origin,
+            evidence_ref=r.evidence_ref,
+            scope={"level": r.scope_level, "user_id": r.user_id, "domain": r.domain},
+            owner=r.owner, source_session=r.source_session, task_id=r.task_id,
+            confidence=r.confidence, sensitivity=r.sensitivity.label, status=r.status.value,
+            supersedes=r.supersedes, pinned=r.pinned, key=r.subject_key,
+            observed_at=r.observed_at, confirmed_at=r.confirmed_at, expires_at=r.expires_at)
+
+
+class MemoryDecisionOut(BaseModel):
+    decision: Literal["accepted", "duplicate", "superseded", "pending", "rejected", "hypothesis"]
+    type: str = Field(description="stable machine word, e.g. memory.secret")
+    reason: str
+    memory: MemoryOut | None
+
+
+class MemoryDetail(MemoryOut):
+    history: list[dict[str, Any]]
+
+
+class MemoryList(BaseModel):
+    memories: list[MemoryOut]
+
+
+# --- erasures ("forget me") ---------------------------------------------------------------
+
+
+class ErasureIn(Wire):
+    user_id: Id = Field(description="The end user of the key's tenant to erase.")
+    reason: str | None = Field(default=None, max_length=500,
+                               description="Free text for the operator; not stored.")
+
+
+class ErasureAccepted(BaseModel):
+    erasure_id: str
+    status: str = Field(description="pending | running | done | failed")
+
+
+class ErasureOut(BaseModel):
+    erasure_id: str
+    status: str = Field(description="pending | running | done | failed")
+    subject: str = Field(description="The user's tombstone (erased:<sha256(tenant|user)[:12]>).")
+    requested_by: str
+    requested_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempts: int
+    receipt: dict[str, Any] | None = Field(
+        description="Per layer found / erased / verified_remaining, and what is retained; "
+                    "null until the job has finished.")

@@ -9,6 +9,7 @@ the permission guard re-checks what the query already pushed down.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 
 from app.core.model import (
     Acl,
@@ -18,10 +19,15 @@ from app.core.model import (
     Kind,
     KnowledgeHit,
     Layer,
+    MemoryHit,
+    MemoryRecord,
+    MemoryStatus,
     Section,
     TranscriptHit,
     Trust,
 )
+
+STALE_RANK_PENALTY = 20  # ranks a stale memory is pushed back by before fusion
 
 
 def knowledge_candidates(
@@ -116,3 +122,68 @@ def instruction_candidate(
         never_compress=True,
         reason="instruction bundle",
     )
+
+
+def _memory_ref(r: MemoryRecord) -> str:
+    return f"mem://{r.memory_id}@v{r.version}"
+
+
+def _memory_candidate(r: MemoryRecord, *, count_tokens: Callable[[str], int],
+                      section: Section, reason: str, priority: int,
+                      scores: tuple[tuple[str, int], ...] = ()) -> Candidate:
+    hypothesis = r.status is MemoryStatus.HYPOTHESIS
+    content = f"[hypothesis, task {r.task_id}] {r.statement}" if hypothesis else r.statement
+    return Candidate(
+        ref=_memory_ref(r),
+        kind=Kind.MEMORY,
+        layer=Layer.USER if r.scope_level == "user" else Layer.TEAM,
+        section=section,
+        role="system",
+        content=content,
+        tenant_id=r.tenant_id,
+        origin=r.evidence_ref or f"memory://{r.origin}",
+        trust=Trust.INFERRED if hypothesis else Trust.CURATED,
+        sensitivity=r.sensitivity,
+        acl=Acl(whole_tenant=True),
+        owner_user_id=r.user_id if r.scope_level == "user" else None,
+        domain=r.domain,
+        freshness=Freshness(observed_at=r.observed_at, expires_at=r.expires_at,
+                            revision=f"v{r.version}"),
+        tokens=count_tokens(content),
+        priority=priority,
+        scores=scores,
+        reason=reason,
+    )
+
+
+def memory_candidates(
+    hits: Iterable[MemoryHit], *, now: datetime, revalidate_after: timedelta,
+    count_tokens: Callable[[str], int],
+) -> list[Candidate]:
+    """Recalled memories, one candidate per record. A fact not confirmed within
+    ``revalidate_after`` is down-ranked (its ranks pushed back by ``STALE_RANK_PENALTY``) and
+    its reason says ``needs_revalidation``; a hypothesis is labelled as one."""
+    by_id: dict[str, list[MemoryHit]] = {}
+    for hit in hits:
+        by_id.setdefault(hit.record.memory_id, []).append(hit)
+    out: list[Candidate] = []
+    for memory_id in sorted(by_id):
+        group = by_id[memory_id]
+        r = group[0].record
+        stale = now - r.confirmed_at > revalidate_after
+        penalty = STALE_RANK_PENALTY if stale else 0
+        reason = ("recalled hypothesis" if r.status is MemoryStatus.HYPOTHESIS
+                  else "recalled memory")
+        out.append(_memory_candidate(
+            r, count_tokens=count_tokens, section=Section.DYNAMIC, priority=35 if stale else 45,
+            reason=f"{reason}; needs_revalidation" if stale else reason,
+            scores=tuple(sorted((h.ranker, h.rank + penalty) for h in group))))
+    return out
+
+
+def pinned_candidates(records: Iterable[MemoryRecord], *, count_tokens: Callable[[str], int]
+                      ) -> list[Candidate]:
+    """The session's frozen snapshot of pinned preferences: stable section, unranked."""
+    return [_memory_candidate(r, count_tokens=count_tokens, section=Section.STABLE,
+                              reason="pinned preference (session snapshot)", priority=80)
+            for r in records]

@@ -12,7 +12,7 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -26,8 +26,10 @@ from app.core.manifest import build_manifest, envelope_body
 from app.core.model import (
     Assembly,
     Candidate,
-    Drop,
+    Kind,
     KnowledgeHit,
+    MemoryHit,
+    MemoryRecord,
     Principal,
     Scope,
     SessionEvent,
@@ -41,6 +43,8 @@ from app.core.redaction import RedactionProfile, resolve_profile
 from app.core.retrieval import (
     instruction_candidate,
     knowledge_candidates,
+    memory_candidates,
+    pinned_candidates,
     transcript_candidates,
 )
 from app.core.scope import check_task_admission, resolve_scope
@@ -55,6 +59,7 @@ from app.ports import (
     TokenCounter,
 )
 from app.service.bundles import Admitted, BundleService
+from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
@@ -70,6 +75,8 @@ class Collected:
     hits: list[KnowledgeHit]
     transcript: list[TranscriptHit]
     bundle: Admitted | None
+    memories: list[MemoryHit]
+    pins: list[MemoryRecord]
 
 
 def request_sha256(raw: dict[str, Any]) -> str:
@@ -95,7 +102,11 @@ class Assembler:
         metrics: Metrics,
         tracer: Tracer,
         profiles: Mapping[str, RedactionProfile],
+        memories: MemoryService | None = None,
+        memory_revalidate_days: int = 90,
     ) -> None:
+        self._memories = memories
+        self._revalidate = timedelta(days=memory_revalidate_days)
         self._sessions = sessions
         self._tasks = tasks
         self._bundles = bundles
@@ -135,8 +146,8 @@ class Assembler:
             collected = await self._collect(scope, req)
         collect_ms = (time.perf_counter() - t0) * 1000
         check_task_admission(scope, collected.checkpoint)
-        candidates = self._candidates(scope, req, collected)
         now = datetime.now(UTC)
+        candidates = self._candidates(scope, req, collected, now)
         with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:
             assembly, timings = assemble(
                 scope=scope, candidates=candidates, checkpoint=collected.checkpoint,
@@ -156,7 +167,7 @@ class Assembler:
         stored = StoredManifest(turn_id=req.turn_id, key_id=principal.key_id,
                                 request_sha256=req_hash, body=manifest)
         with stage_span(self._tracer, "ctxgate.persist", audit=len(assembly.permission_drops)):
-            existing = await self._persist(scope, principal, stored, assembly.permission_drops)
+            existing = await self._persist(scope, principal, stored, assembly)
             if existing is not None:
                 return await self._after_race(scope, req.turn_id, existing, req_hash), None
             await self._replay.put(scope.tenant_id, req.turn_id, _wrap(req_hash, body))
@@ -186,10 +197,18 @@ class Assembler:
             return await self._tasks.for_turn(
                 tenant_id=scope.tenant_id, task_id=scope.task_id, user_id=scope.user_id)
 
+        embedding = asyncio.ensure_future(self._embedding(req))
+
         async def vector() -> list[KnowledgeHit]:
-            emb = (list(req.query_embedding) if req.query_embedding is not None
-                   else await self._embedder.embed_query(req.query))
-            return await self._knowledge.search_vector(query=self._query(scope, req, emb))
+            return await self._knowledge.search_vector(
+                query=self._query(scope, req, await embedding))
+
+        async def memories() -> tuple[list[MemoryHit], list[MemoryRecord]]:
+            if self._memories is None:
+                return [], []
+            return await asyncio.gather(
+                self._memories.recall(scope, req.query, await embedding),
+                self._memories.pins(scope))
 
         async def text() -> list[KnowledgeHit]:
             return await self._knowledge.search_text(query=self._query(scope, req, None))
@@ -201,10 +220,19 @@ class Assembler:
                 tenant_id=scope.tenant_id, session_id=scope.session_id, agent_id=req.agent_id,
                 workspace=req.workspace)
 
-        (owner, events, found), checkpoint, vhits, thits, admitted = await asyncio.gather(
-            session(), task(), vector(), text(), bundle())
+        try:
+            (owner, events, found), checkpoint, vhits, thits, admitted, (mhits, pins) = \
+                await asyncio.gather(session(), task(), vector(), text(), bundle(), memories())
+        finally:
+            embedding.cancel()
         return Collected(events=events, session_owner=owner, checkpoint=checkpoint,
-                         hits=[*vhits, *thits], transcript=found, bundle=admitted)
+                         hits=[*vhits, *thits], transcript=found, bundle=admitted,
+                         memories=mhits, pins=pins)
+
+    async def _embedding(self, req: TurnRequest) -> list[float]:
+        if req.query_embedding is not None:
+            return list(req.query_embedding)
+        return await self._embedder.embed_query(req.query)
 
     def _query(self, scope: Scope, req: TurnRequest, emb: Sequence[float] | None
                ) -> KnowledgeQuery:
@@ -213,8 +241,9 @@ class Assembler:
             domain=scope.domain, max_level=scope.data_level, now=datetime.now(UTC),
             embedding=emb, text=req.query, k=self._k)
 
-    def _candidates(self, scope: Scope, req: TurnRequest, got: Collected) -> list[Candidate]:
-        out: list[Candidate] = []
+    def _candidates(self, scope: Scope, req: TurnRequest, got: Collected, now: datetime
+                    ) -> list[Candidate]:
+        out: list[Candidate] = pinned_candidates(got.pins, count_tokens=self._count)
         if got.bundle is not None and got.bundle.resolution.text.strip():
             b = got.bundle.binding
             out.append(instruction_candidate(
@@ -232,17 +261,20 @@ class Assembler:
             out += transcript_candidates(got.transcript, tenant_id=scope.tenant_id,
                                          owner_user_id=got.session_owner,
                                          count_tokens=self._count)
+        out += memory_candidates(got.memories, now=now, revalidate_after=self._revalidate,
+                                 count_tokens=self._count)
         out.append(query_candidate(scope, req.query, scope.tenant_id, self._count))
         return out
 
     async def _persist(self, scope: Scope, principal: Principal, stored: StoredManifest,
-                       drops: Sequence[Drop]) -> StoredManifest | None:
+                       assembly: Assembly) -> StoredManifest | None:
         audit = [
             AuditRecord(turn_id=stored.turn_id, kind=d.type, principal=principal.key_id,
                         ref=d.ref, rule=d.reason, detail={"kind": d.kind.value,
                                                           "user_id": scope.user_id})
-            for d in drops
+            for d in assembly.permission_drops
         ]
+        audit += _recalled(scope, principal, stored.turn_id, assembly)
         try:
             return await self._manifests.insert(
                 tenant_id=scope.tenant_id, manifest=stored, audit=audit)
@@ -283,6 +315,18 @@ def _bundle_record(admitted: Admitted | None) -> dict[str, Any] | None:
              "truncated": f.truncated, "reason": f.reason, "sha256": f.sha256}
             for f in admitted.resolution.resolved_order],
     }
+
+
+def _recalled(scope: Scope, principal: Principal, turn_id: str, assembly: Assembly
+              ) -> list[AuditRecord]:
+    """A memory shown to a turn is an audit event (``memory.recalled``), no content."""
+    return [
+        AuditRecord(turn_id=turn_id, kind="memory.recalled", principal=principal.key_id,
+                    ref=s.candidate.ref, rule=None,
+                    detail={"user_id": scope.user_id, "layer": s.candidate.layer.value,
+                            "section": s.candidate.section.value})
+        for s in assembly.envelope.segments if s.candidate.kind is Kind.MEMORY
+    ]
 
 
 def _wrap(req_hash: str, body: bytes) -> bytes:

@@ -137,7 +137,8 @@ async def test_stale_checkpoint_revision_is_409(client: httpx.AsyncClient, make_
     r = await client.put("/v1/tasks/t1/checkpoint", headers=bearer(key), json={
         "user_id": "alice", "goal": "g", "expected_revision": 1})
     assert_problem(r, 409, "stale-revision")
-    first = await client.get("/v1/tasks/t1/checkpoint?revision=1&user_id=alice", headers=bearer(key))
+    first = await client.get("/v1/tasks/t1/checkpoint?revision=1&user_id=alice",
+                             headers=bearer(key))
     assert first.json()["revision"] == 1
     bad_kind = await client.put("/v1/tasks/t1/checkpoint", headers=bearer(key), json={
         "user_id": "alice", "goal": "g", "constraints": [{"text": "x", "kind": "maybe"}]})

@@ -1,0 +1,258 @@
+"""Long-term memory records and their history (``MemoryStore``).
+
+Write (``write``), one transaction under a per-scope advisory lock (tenant, level, user,
+domain), so two concurrent writes of one scope cannot both miss each other's duplicate: read
+the live records of the scope (same normalized statement first, then same key, then nearest by
+cosine), run the pure gate on them, apply its decision. Every change bumps ``version`` and adds
+a ``memory_history`` row (PK tenant, memory_id, version, action): ``created``, ``confirmed``,
+``superseded``, ``approved``, ``rejected``. A rejected candidate is never written at all.
+
+Recall pushes the permission down (``VISIBLE``): tenant; user memories only of the turn's
+user, team memories of any user; domain NULL or the turn's domain; status ``active``, or
+``hypothesis`` of the turn's task; not expired at ``query.now``; sensitivity at or below the
+level. Vector recall is an exact scan (a user's and a team's memories are few); full-text uses
+the same normalized ``search_text`` as knowledge (``app.core.fts``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.adapters.postgres.codec import dumps
+from app.adapters.postgres.db import Database
+from app.core import fts
+from app.core.memory_gate import Existing, GateDecision, MemoryWrite, norm_sha256
+from app.core.model import DataLevel, MemoryHit, MemoryRecord, MemoryStatus
+from app.ports import Gate, MemoryFilter, MemoryProbe, MemoryQuery
+
+RELATED_LIMIT = 50
+_COLS = """m.tenant_id, m.memory_id, m.version, m.statement, m.origin, m.evidence_ref,
+    m.scope_level, m.user_id, m.domain, m.owner, m.source_session, m.task_id, m.confidence,
+    m.sensitivity, m.status, m.supersedes, m.pinned, m.subject_key, m.observed_at,
+    m.confirmed_at, m.expires_at"""
+_RET = _COLS.replace("m.", "")
+SAME_SCOPE = """m.tenant_id = :tenant_id AND m.scope_level = :level
+    AND m.user_id IS NOT DISTINCT FROM CAST(:user_id AS text)
+    AND m.domain IS NOT DISTINCT FROM CAST(:domain AS text)"""
+VISIBLE = """m.tenant_id = :tenant_id
+    AND ((m.scope_level = 'user' AND m.user_id = :user_id) OR m.scope_level = 'team')
+    AND (m.domain IS NULL OR m.domain = CAST(:domain AS text))
+    AND (m.status = 'active' OR (m.status = 'hypothesis' AND m.task_id = CAST(:task_id AS text)))
+    AND (m.expires_at IS NULL OR m.expires_at > :now)
+    AND m.sensitivity <= :max_level"""
+_SQL = {
+    "lock": "SELECT pg_advisory_xact_lock(hashtextextended(:lock, 0))",
+    "related": f"""
+SELECT {_COLS}, 1 - (m.embedding <=> CAST(:embedding AS vector)) AS similarity
+FROM memories m WHERE {SAME_SCOPE} AND m.status IN ('active', 'pending', 'hypothesis')
+ORDER BY (m.norm_sha256 = :norm) DESC,
+    (m.subject_key IS NOT NULL AND m.subject_key = CAST(:key AS text)) DESC,
+    similarity DESC NULLS LAST, m.created_at DESC
+LIMIT :limit""",  # noqa: S608 - constant fragments, values are bound
+    "insert": f"""
+INSERT INTO memories (tenant_id, memory_id, statement, norm_sha256, subject_key, origin,
+    evidence_ref, scope_level, user_id, domain, owner, source_session, task_id, confidence,
+    sensitivity, status, supersedes, pinned, observed_at, confirmed_at, expires_at, embedding,
+    search_text)
+VALUES (:tenant_id, :memory_id, :statement, :norm, :key, :origin, :evidence_ref, :level,
+    :user_id, :domain, :owner, :source_session, :task_id, :confidence, :sensitivity, :status,
+    :supersedes, :pinned, :now, :now, :expires_at, CAST(:embedding AS vector), :search_text)
+RETURNING {_RET}""",  # noqa: S608 - constant fragments, values are bound
+    "confirm": f"""
+UPDATE memories SET confirmed_at = :now, version = version + 1, updated_at = :now
+WHERE tenant_id = :tenant_id AND memory_id = :memory_id RETURNING {_RET}""",  # noqa: S608 - constant fragments, values are bound
+    "status": f"""
+UPDATE memories SET status = :status, version = version + 1, updated_at = :now
+WHERE tenant_id = :tenant_id AND memory_id = :memory_id AND status = :from_status
+RETURNING {_RET}""",  # noqa: S608 - constant fragments, values are bound
+    "history_add": """
+INSERT INTO memory_history (tenant_id, memory_id, version, at, action, actor, snapshot)
+VALUES (:tenant_id, :memory_id, :version, :now, :action, :actor, CAST(:snapshot AS jsonb))""",
+    "get": f"""
+SELECT {_COLS} FROM memories m WHERE m.tenant_id = :tenant_id AND m.memory_id = :memory_id
+""",  # noqa: S608 - constant fragments, values are bound
+    "history": """
+SELECT version, at, action, actor, snapshot FROM memory_history
+WHERE tenant_id = :tenant_id AND memory_id = :memory_id ORDER BY version, at""",
+    "list": f"""
+SELECT {_COLS} FROM memories m WHERE m.tenant_id = :tenant_id
+    AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+    AND (CAST(:level AS text) IS NULL OR m.scope_level = :level)
+    AND (CAST(:status AS text) IS NULL OR m.status = :status)
+ORDER BY m.updated_at DESC, m.memory_id LIMIT :limit""",  # noqa: S608 - constant fragments, values are bound
+    "delete_history": "DELETE FROM memory_history WHERE tenant_id = :tenant_id "
+                      "AND memory_id = :memory_id",
+    "delete": "DELETE FROM memories WHERE tenant_id = :tenant_id AND memory_id = :memory_id",
+    "vector": f"""
+SELECT {_COLS} FROM memories m WHERE {VISIBLE} AND m.embedding IS NOT NULL
+ORDER BY m.embedding <=> CAST(:embedding AS vector), m.memory_id LIMIT :k""",  # noqa: S608 - constant fragments, values are bound
+    "fts": f"""
+SELECT {_COLS}, ts_rank_cd(m.tsv, q.query) AS score
+FROM memories m, to_tsquery('simple', :tsquery) AS q(query)
+WHERE {VISIBLE} AND m.tsv @@ q.query ORDER BY score DESC, m.memory_id LIMIT :k""",  # noqa: S608 - constant fragments, values are bound
+    "pinned": f"""
+SELECT {_COLS} FROM memories m WHERE {VISIBLE} AND m.pinned AND m.scope_level = 'user'
+    AND m.status = 'active' ORDER BY m.observed_at, m.memory_id LIMIT :limit""",  # noqa: S608 - constant fragments, values are bound
+}
+_S = {name: text(sql) for name, sql in _SQL.items()}
+
+
+def record(row: Row[Any]) -> MemoryRecord:
+    return MemoryRecord(
+        tenant_id=row.tenant_id, memory_id=row.memory_id, version=row.version,
+        statement=row.statement, origin=row.origin, evidence_ref=row.evidence_ref,
+        scope_level=row.scope_level, user_id=row.user_id, domain=row.domain, owner=row.owner,
+        source_session=row.source_session, task_id=row.task_id,
+        confidence=float(row.confidence), sensitivity=DataLevel(row.sensitivity),
+        status=MemoryStatus(row.status), supersedes=row.supersedes, pinned=row.pinned,
+        subject_key=row.subject_key, observed_at=row.observed_at,
+        confirmed_at=row.confirmed_at, expires_at=row.expires_at)
+
+
+def snapshot(r: MemoryRecord) -> dict[str, Any]:
+    return {"statement": r.statement, "origin": r.origin, "evidence_ref": r.evidence_ref,
+            "status": r.status.value, "supersedes": r.supersedes, "confidence": r.confidence,
+            "sensitivity": r.sensitivity.label, "key": r.subject_key,
+            "confirmed_at": r.confirmed_at.isoformat(),
+            "expires_at": r.expires_at.isoformat() if r.expires_at else None}
+
+
+def _scope_params(tenant_id: str, w: MemoryWrite) -> dict[str, Any]:
+    return {"tenant_id": tenant_id, "level": w.scope_level, "user_id": w.user_id,
+            "domain": w.domain}
+
+
+def _insert_params(tenant_id: str, p: MemoryProbe, d: GateDecision) -> dict[str, Any]:
+    w = p.write
+    assert d.status is not None
+    supersedes = d.target.memory_id if d.target is not None else None
+    return {**_scope_params(tenant_id, w), "memory_id": p.memory_id, "statement": w.statement,
+            "norm": norm_sha256(w.statement), "key": w.key, "origin": w.origin,
+            "evidence_ref": w.evidence_ref, "owner": w.owner,
+            "source_session": w.source_session, "task_id": w.task_id,
+            "confidence": w.confidence, "sensitivity": int(w.sensitivity),
+            "status": d.status.value, "supersedes": supersedes, "pinned": w.pinned,
+            "now": p.now, "expires_at": w.expires_at,
+            "embedding": list(p.embedding) if p.embedding is not None else None,
+            "search_text": fts.normalize(w.statement)}
+
+
+def _recall_params(q: MemoryQuery) -> dict[str, Any]:
+    return {"tenant_id": q.tenant_id, "user_id": q.user_id, "domain": q.domain,
+            "task_id": q.task_id, "now": q.now, "max_level": int(q.max_level), "k": q.k}
+
+
+class PgMemoryStore:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def write(self, *, tenant_id: str, probe: MemoryProbe, gate: Gate
+                    ) -> tuple[GateDecision, MemoryRecord | None]:
+        w = probe.write
+        scope = _scope_params(tenant_id, w)
+        lock = f"{tenant_id}/mem/{w.scope_level}/{w.user_id or ''}/{w.domain or ''}"
+        async with self._db.tenant_tx(tenant_id) as conn:
+            await conn.execute(_S["lock"], {"lock": lock})
+            rows = await conn.execute(_S["related"], {
+                **scope, "norm": norm_sha256(w.statement), "key": w.key, "limit": RELATED_LIMIT,
+                "embedding": list(probe.embedding) if probe.embedding is not None else None})
+            existing = [Existing(record=record(r), similarity=r.similarity) for r in rows]
+            decision = gate(existing)
+            return decision, await self._apply(conn, tenant_id, probe, decision)
+
+    async def _apply(self, conn: AsyncConnection, tenant_id: str, probe: MemoryProbe,
+                     d: GateDecision) -> MemoryRecord | None:
+        if d.decision == "rejected":
+            return None
+        if d.decision == "duplicate" and d.target is not None:
+            row = (await conn.execute(_S["confirm"], {
+                "tenant_id": tenant_id, "memory_id": d.target.memory_id, "now": probe.now,
+            })).one()
+            return await self._history(conn, record(row), "confirmed", probe.actor, probe.now)
+        row = (await conn.execute(_S["insert"], _insert_params(tenant_id, probe, d))).one()
+        if d.decision == "superseded" and d.target is not None:
+            await self._transition(conn, tenant_id, d.target.memory_id, MemoryStatus.ACTIVE,
+                                   MemoryStatus.SUPERSEDED, probe.actor, probe.now)
+        return await self._history(conn, record(row), "created", probe.actor, probe.now)
+
+    async def _history(self, conn: AsyncConnection, r: MemoryRecord, action: str, actor: str,
+                       now: Any) -> MemoryRecord:
+        await conn.execute(_S["history_add"], {
+            "tenant_id": r.tenant_id, "memory_id": r.memory_id, "version": r.version,
+            "now": now, "action": action, "actor": actor, "snapshot": dumps(snapshot(r))})
+        return r
+
+    async def _transition(self, conn: AsyncConnection, tenant_id: str, memory_id: str,
+                          old: MemoryStatus, new: MemoryStatus, actor: str, now: Any
+                          ) -> MemoryRecord | None:
+        row = (await conn.execute(_S["status"], {
+            "tenant_id": tenant_id, "memory_id": memory_id, "status": new.value,
+            "from_status": old.value, "now": now})).one_or_none()
+        if row is None:
+            return None
+        return await self._history(conn, record(row), new.value, actor, now)
+
+    async def get(self, *, tenant_id: str, memory_id: str) -> MemoryRecord | None:
+        async with self._db.tenant_tx(tenant_id) as conn:
+            row = (await conn.execute(_S["get"], {"tenant_id": tenant_id,
+                                                  "memory_id": memory_id})).one_or_none()
+        return record(row) if row is not None else None
+
+    async def history(self, *, tenant_id: str, memory_id: str) -> list[dict[str, Any]]:
+        async with self._db.tenant_tx(tenant_id) as conn:
+            rows = await conn.execute(_S["history"], {"tenant_id": tenant_id,
+                                                      "memory_id": memory_id})
+        return [{"version": r.version, "at": r.at.isoformat(), "action": r.action,
+                 "actor": r.actor, "snapshot": r.snapshot} for r in rows]
+
+    async def find(self, *, tenant_id: str, filt: MemoryFilter) -> list[MemoryRecord]:
+        async with self._db.tenant_tx(tenant_id) as conn:
+            rows = await conn.execute(_S["list"], {
+                "tenant_id": tenant_id, "user_id": filt.user_id, "level": filt.scope_level,
+                "status": filt.status, "limit": filt.limit})
+        return [record(r) for r in rows]
+
+    async def review(self, *, tenant_id: str, memory_id: str, approve: bool, actor: str,
+                     now: Any) -> MemoryRecord | None:
+        new = MemoryStatus.ACTIVE if approve else MemoryStatus.REJECTED
+        async with self._db.tenant_tx(tenant_id) as conn:
+            done = await self._transition(conn, tenant_id, memory_id, MemoryStatus.PENDING,
+                                          new, actor, now)
+            if done is not None and approve and done.supersedes is not None:
+                await self._transition(conn, tenant_id, done.supersedes, MemoryStatus.ACTIVE,
+                                       MemoryStatus.SUPERSEDED, actor, now)
+        return done
+
+    async def delete(self, *, tenant_id: str, memory_id: str) -> bool:
+        params = {"tenant_id": tenant_id, "memory_id": memory_id}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            await conn.execute(_S["delete_history"], params)
+            result = await conn.execute(_S["delete"], params)
+        return bool(result.rowcount)
+
+    async def recall_vector(self, *, query: MemoryQuery) -> list[MemoryHit]:
+        if query.embedding is None or query.k <= 0:
+            return []
+        params = {**_recall_params(query), "embedding": list(query.embedding)}
+        async with self._db.tenant_tx(query.tenant_id) as conn:
+            rows = list(await conn.execute(_S["vector"], params))
+        return [MemoryHit(record=record(r), rank=i, ranker="memory_vector")
+                for i, r in enumerate(rows, start=1)]
+
+    async def recall_text(self, *, query: MemoryQuery) -> list[MemoryHit]:
+        tsquery = fts.tsquery(query.text)
+        if tsquery is None or query.k <= 0:
+            return []
+        async with self._db.tenant_tx(query.tenant_id) as conn:
+            rows = list(await conn.execute(_S["fts"], {**_recall_params(query),
+                                                       "tsquery": tsquery}))
+        return [MemoryHit(record=record(r), rank=i, ranker="memory_fts")
+                for i, r in enumerate(rows, start=1)]
+
+    async def pinned(self, *, query: MemoryQuery, limit: int) -> list[MemoryRecord]:
+        async with self._db.tenant_tx(query.tenant_id) as conn:
+            rows = await conn.execute(_S["pinned"], {**_recall_params(query), "limit": limit})
+        return [record(r) for r in rows]

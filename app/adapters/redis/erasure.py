@@ -1,0 +1,68 @@
+"""The Redis layer of a "forget me" erasure (``Eraser``): every cached key of the user.
+
+It SCANs the tenant's namespace (``{prefix}:t:{tenant}:``) and deletes each key whose segments
+hold a ``(kind, id)`` pair naming the user's data: ``s:<session id>`` (session tails and any
+other per-session snapshot), ``turn:<turn id>`` (replay cache entries of the user's turns) or
+``u:<user id>`` / ``user:<user id>`` (anything keyed by the user). Matching pairs, not bare
+segments, keeps a session id such as ``tail`` from matching every key of the tenant.
+
+Redis is not transactional with Postgres: the counts are recorded after the deletes, so a
+crash in between re-runs the scan, which then finds nothing (the receipt counts zero for it).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import redis.asyncio as aioredis
+
+from app.adapters.redis.keys import check_id, check_prefix
+from app.ports import ErasureStore, ErasureTarget, LayerCount
+
+SCAN_COUNT = 1000
+
+
+def _kind(rest: list[str], target: ErasureTarget) -> str | None:
+    """``kind:last-segment`` (``s:tail``, ``turn:replay``) when a pair names the user's data."""
+    wanted = {"s": set(target.session_ids), "turn": set(target.turn_ids),
+              "u": {target.user_id}, "user": {target.user_id}}
+    for kind, value in itertools.pairwise(rest):
+        if value in wanted.get(kind, ()):
+            return f"{kind}:{rest[-1]}"
+    return None
+
+
+class RedisEraser:
+    layer = "redis_cache"
+
+    def __init__(self, client: aioredis.Redis, store: ErasureStore, *, prefix: str) -> None:
+        self._r = client
+        self._store = store
+        self._prefix = check_prefix(prefix)
+
+    def _namespace(self, tenant_id: str) -> str:
+        return f"{self._prefix}:t:{check_id(tenant_id, what='tenant_id')}:"
+
+    async def _matching(self, target: ErasureTarget) -> dict[bytes, str]:
+        ns = self._namespace(target.tenant_id)
+        found: dict[bytes, str] = {}
+        async for raw in self._r.scan_iter(match=f"{ns}*", count=SCAN_COUNT):
+            key = raw if isinstance(raw, bytes) else str(raw).encode()
+            rest = key.decode(errors="replace")[len(ns):].split(":")
+            kind = _kind(rest, target)
+            if kind is not None:
+                found[key] = kind
+        return found
+
+    async def erase(self, target: ErasureTarget) -> LayerCount:
+        found = await self._matching(target)
+        erased = int(await self._r.unlink(*found)) if found else 0
+        tables: dict[str, int] = {}
+        for kind in found.values():
+            tables[kind] = tables.get(kind, 0) + 1
+        count = LayerCount(found=len(found), erased=erased, tables=tables)
+        await self._store.record(target=target, layer=self.layer, count=count)
+        return count
+
+    async def remaining(self, target: ErasureTarget) -> int:
+        return len(await self._matching(target))

@@ -1,0 +1,244 @@
+"""The long-term memory write gate: should this candidate become a memory, and how?
+
+Contract: ``decide(write, existing=..., secret_detectors=..., pii_detectors=...)`` is pure (no
+I/O, no clock): the store passes in the live records of the same scope (each with its cosine
+``similarity`` to the candidate, when embeddings exist). It returns a ``GateDecision`` whose
+``type`` is stable. Steps run in this order; the first that decides wins:
+
+1. labels          ``memory.missing_label``         owner, source_session; user scope: user_id
+2. classification  ``memory.sensitivity_secret``    sensitivity ``secret`` is never stored
+                   ``memory.secret``                a secret detector fired (the text is never
+                   ``memory.personal_data``         stored, not even in history)
+                   ``memory.temporary``             temporary paths, one-off debug output
+                   ``memory.inference_without_task`` ``model_inference`` needs a ``task_id``
+3. dedupe          ``memory.duplicate``             same normalized statement in the scope, or
+                                                    cosine >= NEAR_DUPLICATE with the same
+                                                    value tokens (numbers, versions)
+4. contradiction   ``memory.superseded``            same ``key`` with another statement, or
+                                                    (no key) subject terms overlapping by
+                                                    >= SUBJECT_OVERLAP with different values
+5. approval        ``memory.pending_approval``      team scope waits for an admin
+                   ``memory.missing_evidence``      evidence-backed origins need evidence_ref
+                   ``memory.accepted``              user scope, user_stated or with evidence
+                   ``memory.hypothesis``            model_inference, bound to its task
+
+Why the numbers: multilingual-e5-small scores paraphrases 0.93-0.99 but ALSO "Redis 6" vs
+"Redis 7" at 0.987 and unrelated statements ~0.79 (docs/memory.md). Cosine alone therefore
+cannot tell a duplicate from a contradiction, so a near-duplicate must carry the same value
+tokens, and differing values on the same subject are a contradiction. 0.96 keeps "Tuesdays" vs
+"Thursdays" (0.953) apart; a missed paraphrase costs one extra row, a false duplicate a fact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.core import fts
+from app.core.guards.safety import Detector
+from app.core.model import DataLevel, MemoryRecord, MemoryStatus
+
+ORIGINS = frozenset({"user_stated", "verified_tool_result", "reviewed_doc", "model_inference",
+                     "team_decision"})
+EVIDENCE_ORIGINS = frozenset({"verified_tool_result", "reviewed_doc", "team_decision"})
+NEAR_DUPLICATE = 0.96
+SUBJECT_OVERLAP = 0.75
+
+_TEMP_PATH = re.compile(
+    r"(?:^|[\s'\"(=:])(?:/tmp/|/var/tmp/|/var/folders/|/private/var/folders/|/dev/shm/"
+    r"|~/Downloads\b|/Users/[^/\s]+/Downloads\b|/home/[^/\s]+/Downloads\b"
+    r"|[A-Za-z]:\\(?:Windows\\)?Temp\b|%TEMP%|%TMP%|\\AppData\\Local\\Temp\b|\$TMPDIR"
+    r"|(?:\./)?(?:build|dist|target|out|bin/Debug|bin/Release|obj|node_modules/\.cache"
+    r"|__pycache__|\.pytest_cache)/[\w.-]+/?)", re.IGNORECASE)
+_DEBUG = re.compile(
+    r"Traceback \(most recent call last\)|^\s*at [\w.$<>]+\([\w.]*:\d+\)|File \"[^\"]+\", line \d+"
+    r"|(?<![A-Za-z])\[?DEBUG\]?[:\]]|goroutine \d+ \[running\]|^panic: |Exception in thread \""
+    r"|(?:^|\n)[0-9a-fA-F]{8}:?(?: +[0-9a-fA-F]{2,4}){8,}|(?:\\x[0-9a-fA-F]{2}){8,}|core dumped",
+    re.MULTILINE)  # case-sensitive: "DEBUG:" is a log level, "a debug build" is prose
+# Credentials written as prose ("the password is hunter2") that no token detector knows.
+_CREDENTIAL = re.compile(
+    r"\b(?:password|passwd|passphrase|api[ _-]?key|secret|token)\s*(?:is|=|:)\s*"
+    r"(?=\S{4})\S*[^\sA-Za-z]"
+    r"|(?:密码|口令|令牌|密钥)\s*(?:是|为|=|:|：)\s*(?=\S{4})\S*[^\sA-Za-z]", re.IGNORECASE)
+_LOG_LINE = re.compile(r"^\s*\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
+LONG_LOG_LINE = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryWrite:
+    """A candidate memory, shape-checked at the edge; the tenant comes from the key."""
+
+    statement: str
+    scope_level: str  # "user" | "team"
+    user_id: str | None
+    domain: str | None
+    origin: str
+    evidence_ref: str | None
+    source_session: str
+    owner: str
+    confidence: float
+    sensitivity: DataLevel
+    key: str | None
+    expires_at: datetime | None
+    task_id: str | None
+    pinned: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Existing:
+    record: MemoryRecord
+    similarity: float | None  # cosine to the candidate; None without embeddings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateDecision:
+    decision: str  # accepted | duplicate | superseded | pending | rejected | hypothesis
+    type: str
+    reason: str
+    status: MemoryStatus | None = None  # the status to store a new record with
+    target: MemoryRecord | None = None  # the duplicate confirmed, or the record superseded
+
+
+def normalize(statement: str) -> str:
+    """Casefold, full-width to half-width (NFKC), punctuation dropped, whitespace collapsed.
+
+    >>> normalize("  Redis\u3000７，please! ")
+    'redis 7 please'
+    """
+    text = unicodedata.normalize("NFKC", statement).casefold()
+    text = "".join(" " if unicodedata.category(ch)[0] in "PSZ" else ch for ch in text)
+    return " ".join(text.split())
+
+
+def norm_sha256(statement: str) -> str:
+    return hashlib.sha256(normalize(statement).encode()).hexdigest()
+
+
+def _terms(statement: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(subject terms, value terms): value terms hold a digit (versions, sizes, dates)."""
+    terms = fts.query_terms(normalize(statement))
+    values = frozenset(t for t in terms if any(ch.isdigit() for ch in t))
+    return frozenset(terms) - values, values
+
+
+def _reject(type_: str, reason: str) -> GateDecision:
+    return GateDecision(decision="rejected", type=f"memory.{type_}", reason=reason)
+
+
+def _labels(w: MemoryWrite) -> GateDecision | None:
+    missing = [name for name, value in (("owner", w.owner), ("source_session", w.source_session))
+               if not value.strip()]
+    if w.scope_level not in ("user", "team"):
+        missing.append("scope")
+    if w.scope_level == "user" and not w.user_id:
+        missing.append("scope.user_id")
+    return _reject("missing_label", f"missing labels: {', '.join(missing)}") if missing else None
+
+
+def is_temporary(statement: str) -> bool:
+    if _TEMP_PATH.search(statement) or _DEBUG.search(statement):
+        return True
+    return any(len(line) > LONG_LOG_LINE and _LOG_LINE.match(line)
+               for line in statement.splitlines())
+
+
+def _classify(w: MemoryWrite, secret: Sequence[Detector], pii: Sequence[Detector]
+              ) -> GateDecision | None:
+    if w.origin not in ORIGINS:
+        return _reject("unknown_origin", f"origin {w.origin!r} is not one of {sorted(ORIGINS)}")
+    if w.sensitivity >= DataLevel.SECRET:
+        return _reject("sensitivity_secret", "secret content is never stored as memory")
+    for family, detectors in (("secret", secret), ("personal_data", pii)):
+        found = sorted({f.type for d in detectors for f in d(w.statement)})
+        if found:  # the reason names finding types only, never the text
+            return _reject(family, f"detector found {', '.join(found)}")
+    if _CREDENTIAL.search(w.statement):
+        return _reject("secret", "a credential written as prose (password/token is ...)")
+    if is_temporary(w.statement):
+        return _reject("temporary", "temporary path or one-off debug output")
+    if w.origin == "model_inference" and not w.task_id:
+        return _reject("inference_without_task", "a model inference is kept only as a "
+                       "hypothesis of its task; task_id is required")
+    return None
+
+
+def _comparable(w: MemoryWrite, r: MemoryRecord) -> bool:
+    if w.origin == "model_inference":  # hypotheses only meet hypotheses of the same task
+        return r.status is MemoryStatus.HYPOTHESIS and r.task_id == w.task_id
+    return r.status in (MemoryStatus.ACTIVE, MemoryStatus.PENDING)
+
+
+def _duplicate(w: MemoryWrite, existing: Sequence[Existing]) -> GateDecision | None:
+    norm = normalize(w.statement)
+    _, values = _terms(w.statement)
+    for e in existing:
+        if not _comparable(w, e.record):
+            continue
+        same = normalize(e.record.statement) == norm
+        near = (e.similarity is not None and e.similarity >= NEAR_DUPLICATE
+                and _terms(e.record.statement)[1] == values)
+        if same or near:
+            how = "same statement" if same else f"near-duplicate (cosine {e.similarity:.3f})"
+            return GateDecision(decision="duplicate", type="memory.duplicate",
+                                reason=f"{how} as {e.record.memory_id}", target=e.record)
+    return None
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def _contradicted(w: MemoryWrite, existing: Sequence[Existing]) -> MemoryRecord | None:
+    if w.origin == "model_inference":
+        return None  # a guess never overrides a fact
+    subject, values = _terms(w.statement)
+    for e in existing:
+        r = e.record
+        if r.status is not MemoryStatus.ACTIVE:
+            continue
+        if w.key is not None and r.subject_key == w.key:
+            return r
+        if w.key is None and values:
+            other_subject, other_values = _terms(r.statement)
+            if (other_values and other_values != values
+                    and _overlap(subject, other_subject) >= SUBJECT_OVERLAP):
+                return r
+    return None
+
+
+def _approval(w: MemoryWrite) -> GateDecision:
+    if w.origin == "model_inference":
+        return GateDecision(decision="hypothesis", type="memory.hypothesis",
+                            reason=f"kept as a hypothesis of task {w.task_id}",
+                            status=MemoryStatus.HYPOTHESIS)
+    if w.scope_level == "team":
+        return GateDecision(decision="pending", type="memory.pending_approval",
+                            reason="team memory waits for an admin's approval",
+                            status=MemoryStatus.PENDING)
+    if w.origin in EVIDENCE_ORIGINS and not w.evidence_ref:
+        return _reject("missing_evidence", f"origin {w.origin} needs an evidence_ref")
+    return GateDecision(decision="accepted", type="memory.accepted",
+                        reason=f"user memory, origin {w.origin}", status=MemoryStatus.ACTIVE)
+
+
+def decide(w: MemoryWrite, *, existing: Sequence[Existing], secret_detectors: Sequence[Detector],
+           pii_detectors: Sequence[Detector]) -> GateDecision:
+    early = _labels(w) or _classify(w, secret_detectors, pii_detectors) or _duplicate(w, existing)
+    if early is not None:
+        return early
+    approval = _approval(w)
+    old = _contradicted(w, existing)
+    if old is None or approval.status is None:
+        return approval
+    if approval.status is MemoryStatus.ACTIVE:
+        return GateDecision(decision="superseded", type="memory.superseded",
+                            reason=f"supersedes {old.memory_id}", status=MemoryStatus.ACTIVE,
+                            target=old)
+    # Pending (team): the old record stays active until an admin approves the new one.
+    return GateDecision(decision=approval.decision, type=approval.type,
+                        reason=f"{approval.reason}; would supersede {old.memory_id}",
+                        status=approval.status, target=old)

@@ -1,0 +1,168 @@
+"""Long-term memory: the write gate around the store, reads, reviews, and recall for a turn.
+
+- ``write`` embeds the statement, then lets the store run the pure gate
+  (``app.core.memory_gate.decide``) under its per-scope lock. Evidence-backed origins without
+  an explicit expiry get ``default_ttl_days``.
+- Reads: another tenant's or another user's memory is the same ``NotFound`` as a missing one;
+  a runtime key reads user memories only with the matching ``user_id``.
+- ``recall(scope, query, embedding)`` returns the pushed-down hits of both rankers;
+  ``pins(scope)`` returns the pinned snapshot of the session (frozen at its first turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from app.adapters.redis.pins import RedisPinSnapshots
+from app.core.errors import Conflict, ForbiddenScope, NotFound
+from app.core.guards.safety import Detector
+from app.core.memory_gate import GateDecision, MemoryWrite, decide
+from app.core.model import DataLevel, MemoryHit, MemoryRecord, MemoryStatus, Principal, Role, Scope
+from app.ports import Embedder, MemoryFilter, MemoryProbe, MemoryQuery, MemoryStore
+
+PIN_LIMIT = 10
+PIN_TOKENS = 500
+EVIDENCE_TTL_ORIGINS = frozenset({"verified_tool_result", "reviewed_doc"})
+
+
+class MemoryService:
+    def __init__(self, store: MemoryStore, embedder: Embedder, *, secret: Sequence[Detector],
+                 pii: Sequence[Detector], pins: RedisPinSnapshots, k: int,
+                 default_ttl_days: int, count_tokens: Any) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._secret = tuple(secret)
+        self._pii = tuple(pii)
+        self._pins = pins
+        self._k = k
+        self._ttl = timedelta(days=default_ttl_days)
+        self._count = count_tokens
+
+    async def write(self, *, principal: Principal, write: MemoryWrite
+                    ) -> tuple[GateDecision, MemoryRecord | None]:
+        now = datetime.now(UTC)
+        if write.expires_at is None and write.origin in EVIDENCE_TTL_ORIGINS:
+            write = _with_expiry(write, now + self._ttl)
+        # Embed only what the gate could store: a secret must not leave for an embedder API.
+        pre = decide(write, existing=(), secret_detectors=self._secret, pii_detectors=self._pii)
+        if pre.decision == "rejected" and pre.type != "memory.missing_evidence":
+            return pre, None
+        embedding = (await self._embedder.embed_passages([write.statement]))[0]
+        probe = MemoryProbe(write=write, memory_id=f"mem_{uuid.uuid4().hex[:16]}",
+                            embedding=embedding, actor=principal.key_id, now=now)
+        return await self._store.write(
+            tenant_id=principal.tenant_id, probe=probe,
+            gate=lambda existing: decide(write, existing=existing,
+                                         secret_detectors=self._secret, pii_detectors=self._pii))
+
+    async def get(self, *, principal: Principal, memory_id: str, user_id: str | None
+                  ) -> tuple[MemoryRecord, list[dict[str, Any]]]:
+        r = await self._visible(principal, memory_id, user_id)
+        return r, await self._store.history(tenant_id=principal.tenant_id, memory_id=memory_id)
+
+    async def find(self, *, principal: Principal, filt: MemoryFilter) -> list[MemoryRecord]:
+        if principal.role is Role.RUNTIME and filt.user_id is None and filt.scope_level != "team":
+            raise ForbiddenScope("a runtime key lists user memories only for one user_id")
+        rows = await self._store.find(tenant_id=principal.tenant_id, filt=filt)
+        if principal.role is Role.RUNTIME:
+            rows = [r for r in rows if r.scope_level == "team" or r.user_id == filt.user_id]
+        return rows
+
+    async def review(self, *, principal: Principal, memory_id: str, approve: bool
+                     ) -> MemoryRecord:
+        r = await self._store.get(tenant_id=principal.tenant_id, memory_id=memory_id)
+        if r is None:
+            raise NotFound("memory not found")
+        done = await self._store.review(tenant_id=principal.tenant_id, memory_id=memory_id,
+                                        approve=approve, actor=principal.key_id,
+                                        now=datetime.now(UTC))
+        if done is None:
+            raise Conflict(f"memory is {r.status.value}, not pending")
+        return done
+
+    async def delete(self, *, principal: Principal, memory_id: str, user_id: str | None) -> None:
+        r = await self._visible(principal, memory_id, user_id)
+        if r.scope_level == "team" and principal.role is not Role.ADMIN:
+            raise ForbiddenScope("team memory is deleted by an admin key")
+        if r.scope_level == "user" and principal.role is Role.RUNTIME and r.user_id != user_id:
+            raise NotFound("memory not found")
+        await self._store.delete(tenant_id=principal.tenant_id, memory_id=memory_id)
+
+    async def _visible(self, principal: Principal, memory_id: str, user_id: str | None
+                       ) -> MemoryRecord:
+        r = await self._store.get(tenant_id=principal.tenant_id, memory_id=memory_id)
+        if r is None or (principal.role is Role.RUNTIME and r.scope_level == "user"
+                         and r.user_id != user_id):
+            raise NotFound("memory not found")
+        return r
+
+    def query(self, scope: Scope, text: str, embedding: Sequence[float] | None) -> MemoryQuery:
+        return MemoryQuery(tenant_id=scope.tenant_id, user_id=scope.user_id,
+                           domain=scope.domain, task_id=scope.task_id,
+                           max_level=scope.data_level, now=datetime.now(UTC),
+                           embedding=embedding, text=text, k=self._k)
+
+    async def recall(self, scope: Scope, text: str, embedding: Sequence[float] | None
+                     ) -> list[MemoryHit]:
+        q = self.query(scope, text, embedding)
+        vector, fts = await asyncio.gather(self._store.recall_vector(query=q),
+                                           self._store.recall_text(query=q))
+        return [*vector, *fts]
+
+    async def pins(self, scope: Scope) -> list[MemoryRecord]:
+        """The user's pinned memories; with a session, the snapshot of its first turn."""
+        if scope.session_id is not None:
+            frozen = await self._pins.read(scope.tenant_id, scope.session_id)
+            if frozen is not None:
+                return _thaw(frozen)
+        q = self.query(scope, "", None)
+        live = _bounded(await self._store.pinned(query=q, limit=PIN_LIMIT), self._count)
+        if scope.session_id is None:
+            return live
+        return _thaw(await self._pins.freeze(scope.tenant_id, scope.session_id, _freeze(live)))
+
+
+def _with_expiry(w: MemoryWrite, expires_at: datetime) -> MemoryWrite:
+    fields = {name: getattr(w, name) for name in MemoryWrite.__dataclass_fields__}
+    return MemoryWrite(**{**fields, "expires_at": expires_at})
+
+
+def _bounded(records: list[MemoryRecord], count: Any) -> list[MemoryRecord]:
+    out: list[MemoryRecord] = []
+    total = 0
+    for r in records[:PIN_LIMIT]:
+        total += int(count(r.statement))
+        if total > PIN_TOKENS:
+            break
+        out.append(r)
+    return out
+
+
+def _freeze(records: list[MemoryRecord]) -> bytes:
+    return orjson.dumps([{
+        "tenant_id": r.tenant_id, "memory_id": r.memory_id, "version": r.version,
+        "statement": r.statement, "origin": r.origin, "user_id": r.user_id,
+        "domain": r.domain, "owner": r.owner, "source_session": r.source_session,
+        "confidence": r.confidence, "sensitivity": int(r.sensitivity),
+        "observed_at": r.observed_at.isoformat(), "confirmed_at": r.confirmed_at.isoformat(),
+        "expires_at": r.expires_at.isoformat() if r.expires_at else None,
+    } for r in records])
+
+
+def _thaw(payload: bytes) -> list[MemoryRecord]:
+    return [MemoryRecord(
+        tenant_id=d["tenant_id"], memory_id=d["memory_id"], version=d["version"],
+        statement=d["statement"], origin=d["origin"], evidence_ref=None, scope_level="user",
+        user_id=d["user_id"], domain=d["domain"], owner=d["owner"],
+        source_session=d["source_session"], task_id=None, confidence=d["confidence"],
+        sensitivity=DataLevel(d["sensitivity"]), status=MemoryStatus.ACTIVE, supersedes=None,
+        pinned=True, subject_key=None, observed_at=datetime.fromisoformat(d["observed_at"]),
+        confirmed_at=datetime.fromisoformat(d["confirmed_at"]),
+        expires_at=datetime.fromisoformat(d["expires_at"]) if d["expires_at"] else None,
+    ) for d in orjson.loads(payload)]

@@ -1,0 +1,86 @@
+"""PgMemoryStore against the real server: write under the gate, recall pushdown rules."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.adapters.postgres.db import Database
+from app.adapters.postgres.memories import PgMemoryStore
+from app.core.memory_gate import GateDecision, MemoryWrite
+from app.core.model import DataLevel, MemoryStatus
+from app.ports import MemoryProbe, MemoryQuery
+from tests.contract.test_pg_knowledge import unit
+
+NOW = datetime.now(UTC)
+
+
+@pytest.fixture
+async def store(pg_owner_url: str) -> AsyncIterator[PgMemoryStore]:
+    db = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=2)
+    yield PgMemoryStore(db)
+    await db.close()
+
+
+def w(statement: str, **kw: object) -> MemoryWrite:
+    base = MemoryWrite(statement=statement, scope_level="user", user_id="alice", domain=None,
+                       origin="user_stated", evidence_ref=None, source_session="s1",
+                       owner="alice", confidence=0.9, sensitivity=DataLevel.INTERNAL, key=None,
+                       expires_at=None, task_id=None)
+    return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
+
+
+async def put(store: PgMemoryStore, tenant: str, mid: str, write: MemoryWrite,
+              status: MemoryStatus = MemoryStatus.ACTIVE) -> None:
+    d = GateDecision(decision="accepted", type="memory.accepted", reason="", status=status)
+    probe = MemoryProbe(write=write, memory_id=mid, embedding=unit(1), actor="k", now=NOW)
+    _, rec = await store.write(tenant_id=tenant, probe=probe, gate=lambda _: d)
+    assert rec is not None
+
+
+async def test_recall_pushdown(store: PgMemoryStore, tenant: str, other_tenant: str) -> None:
+    text = "refund redis"
+    await put(store, tenant, "mine", w(f"{text} mine"))
+    await put(store, tenant, "bob", w(f"{text} bob", user_id="bob"))
+    await put(store, tenant, "team_all", w(f"{text} team", scope_level="team", user_id=None))
+    await put(store, tenant, "team_pay", w(f"{text} pay", scope_level="team", user_id=None,
+                                           domain="payments"))
+    await put(store, tenant, "team_hr", w(f"{text} hr", scope_level="team", user_id=None,
+                                          domain="hr"))
+    await put(store, tenant, "expired", w(f"{text} old", expires_at=NOW - timedelta(days=1)))
+    await put(store, tenant, "high", w(f"{text} conf", sensitivity=DataLevel.CONFIDENTIAL))
+    await put(store, tenant, "pending", w(f"{text} p"), MemoryStatus.PENDING)
+    await put(store, tenant, "gone", w(f"{text} s"), MemoryStatus.SUPERSEDED)
+    await put(store, tenant, "hyp1", w(f"{text} h1", task_id="t1"), MemoryStatus.HYPOTHESIS)
+    await put(store, tenant, "hyp2", w(f"{text} h2", task_id="t2"), MemoryStatus.HYPOTHESIS)
+    await put(store, other_tenant, "elsewhere", w(f"{text} other"))
+    q = MemoryQuery(tenant_id=tenant, user_id="alice", domain="payments", task_id="t1",
+                    max_level=DataLevel.INTERNAL, now=NOW, embedding=unit(1), text=text, k=50)
+    expected = {"mine", "team_all", "team_pay", "hyp1"}
+    vector = {h.record.memory_id for h in await store.recall_vector(query=q)}
+    fts = {h.record.memory_id for h in await store.recall_text(query=q)}
+    assert vector == fts == expected
+
+
+async def test_review_and_delete(store: PgMemoryStore, tenant: str) -> None:
+    await put(store, tenant, "old", w("deploys on tuesday", scope_level="team", user_id=None))
+    d = GateDecision(decision="pending", type="memory.pending_approval", reason="",
+                     status=MemoryStatus.PENDING,
+                     target=await store.get(tenant_id=tenant, memory_id="old"))
+    probe = MemoryProbe(write=w("deploys on thursday", scope_level="team", user_id=None),
+                        memory_id="new", embedding=None, actor="k", now=NOW)
+    await store.write(tenant_id=tenant, probe=probe, gate=lambda _: d)
+    done = await store.review(tenant_id=tenant, memory_id="new", approve=True, actor="a",
+                              now=NOW)
+    assert done is not None
+    assert done.status is MemoryStatus.ACTIVE
+    old = await store.get(tenant_id=tenant, memory_id="old")
+    assert old is not None
+    assert old.status is MemoryStatus.SUPERSEDED
+    assert await store.review(tenant_id=tenant, memory_id="new", approve=True, actor="a",
+                              now=NOW) is None
+    assert await store.delete(tenant_id=tenant, memory_id="old")
+    assert await store.history(tenant_id=tenant, memory_id="old") == []
