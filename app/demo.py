@@ -168,6 +168,7 @@ async def run_demo(settings: Settings) -> None:
             print(f"globex's 'Project ORCHID' in acme's envelope or manifest: {'ORCHID' in text}")
             await _cross_tenant(c, keys, acme, turn["turn_id"])
             container.erasure_worker.start()  # the ASGI transport runs no lifespan
+            await _memories(c, keys["acme-runtime"])
             await _forget(c, keys)
     finally:
         await container.close()
@@ -189,6 +190,24 @@ async def _cross_tenant(c: httpx.AsyncClient, keys: dict[str, str], acme: str,
     r = await c.get(f"/v1/audit?turn_id={turn_id}", headers=ops)
     print(f"acme ops reads the turn's audit      -> {len(r.json()['records'])} permission drops "
           "recorded")
+
+
+async def _memories(c: httpx.AsyncClient, key: str) -> None:
+    """The write gate: a secret is refused, a new fact supersedes the old one."""
+    h = {"Authorization": f"Bearer {key}"}
+    base = {"scope": {"level": "user", "user_id": "alice"}, "source_session": "sess_alice_014",
+            "owner": "alice", "origin": "user_stated"}
+    print("\nLong-term memory write gate")
+    writes = [
+        ("the staging database password is Hunter2-9f!", None),
+        ("RefundIT needs a local Redis 6", "refundit-redis"),
+        ("RefundIT needs a local Redis 7", "refundit-redis"),
+    ]
+    for statement, subject in writes:
+        body = {**base, "statement": statement, **({"key": subject} if subject else {})}
+        r = (await c.post("/v1/memories", headers=h, json=body)).json()
+        shown = statement if r["decision"] != "rejected" else "(a password, not shown)"
+        _line(r["decision"], f"{r['type']}  {shown}")
 
 
 async def _forget(c: httpx.AsyncClient, keys: dict[str, str]) -> None:
