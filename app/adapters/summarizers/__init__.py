@@ -1,0 +1,1 @@
+"""Summarizer adapters: network implementations of ``app.core.compaction.AsyncSummarizer``."""

@@ -1,0 +1,83 @@
+"""Stage 4 — validate a rebuilt view against the committed checkpoint.
+
+Contract: ``validate_compaction(view, checkpoint, pinned=())`` returns a ``CompactionCheck``
+with one ``Check`` per rule (stable machine types below), the texts that were missing (the
+caller re-commits with them pinned) and the contradictions found. Present means verbatim
+somewhere in ``view.text``.
+
+    compaction.goal_present            the goal
+    compaction.constraints_verbatim    every constraint's text, word for word
+    compaction.pending_approvals_present   every pending approval
+    compaction.evidence_refs_present   the ref each verified evidence item cites (the item
+                                       itself when it cites none)
+    compaction.pinned_present          every pinned text
+    compaction.summary_consistent      no summary sentence contradicts a constraint
+
+A summary sentence *contradicts* a constraint when it shares at least
+``MIN_SHARED_TERMS`` subject terms with it (``text.content_terms``: fts tokens and CJK bigrams
+without qualifier/modal words) and carries no qualifier or negation of its own: it states the
+constrained subject as an unqualified conclusion ("channel customers can use the discount"
+against "… only before 2026-06-30, channel customers excepted"). The contradicted
+constraint is reported missing, so the retry pins it. Details name counts, never content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.core.compaction import text as tx
+from app.core.compaction.values import CompactionCheck, Contradiction, View
+from app.core.model import Check, Constraint, TaskCheckpoint
+
+MIN_SHARED_TERMS = 3
+
+
+def contradiction(sentence: str, constraint: str) -> int:
+    """Shared subject terms when ``sentence`` drops ``constraint``'s qualifier, else 0."""
+    if constraint in sentence or tx.is_qualified(sentence) or not tx.is_qualified(constraint):
+        return 0
+    shared = len(tx.content_terms(sentence) & tx.content_terms(constraint))
+    return shared if shared >= MIN_SHARED_TERMS else 0
+
+
+def contradictions(summary: str, constraints: Sequence[Constraint]) -> tuple[
+        Contradiction, ...]:
+    found = []
+    for s in tx.sentences(summary):
+        for c in constraints:
+            shared = contradiction(s, c.text)
+            if shared:
+                found.append(Contradiction(sentence=s, constraint=c.text, shared_terms=shared))
+    return tuple(found)
+
+
+def _present(type_: str, wanted: Sequence[str], text: str) -> tuple[Check, list[str]]:
+    items = [w for w in wanted if w]
+    missing = [w for w in items if w not in text]
+    detail = f"missing {len(missing)} of {len(items)}" if missing else ""
+    return Check(type=type_, ok=not missing, detail=detail), missing
+
+
+def _evidence_keys(evidence: Sequence[str]) -> list[str]:
+    return [m.group() if (m := tx.REF.search(e)) else e for e in evidence]
+
+
+def validate_compaction(view: View, checkpoint: TaskCheckpoint,
+                        pinned: Sequence[str] = ()) -> CompactionCheck:
+    text = view.text
+    results = [
+        _present("compaction.goal_present", [checkpoint.goal], text),
+        _present("compaction.constraints_verbatim", [c.text for c in checkpoint.constraints],
+                 text),
+        _present("compaction.pending_approvals_present", checkpoint.pending_approvals, text),
+        _present("compaction.evidence_refs_present",
+                 _evidence_keys(checkpoint.verified_evidence), text),
+        _present("compaction.pinned_present", pinned, text),
+    ]
+    found = contradictions(view.of_kind("summary"), checkpoint.constraints)
+    consistent = Check(type="compaction.summary_consistent", ok=not found,
+                       detail=f"{len(found)} contradiction(s)" if found else "")
+    missing = tx.dedupe([m for _, miss in results for m in miss]
+                        + [c.constraint for c in found])
+    return CompactionCheck(checks=(*(c for c, _ in results), consistent), missing=missing,
+                           contradictions=found)

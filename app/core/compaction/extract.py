@@ -1,0 +1,145 @@
+"""The default fact extractor for ``commit``: deterministic rules, English and Chinese.
+
+Contract: ``RuleExtractor().extract(events, session_id=...)`` returns an ``Extraction`` of
+facts found in the events, each citing ``session://{sid}/events/{seq}``:
+
+* constraints — qualifier sentences (``text.QUALIFIERS``) of user messages, and of assistant
+  messages that state a rule (clause, policy, must, applies, 条款, 规定, 必须, 适用…). Tool
+  results are untrusted data and never become constraints (a fetched page could plant one).
+* pending approvals — message sentences with an approval marker (needs approval, 待审批…).
+* decisions — message sentences with a decision marker; a later decision with a supersede
+  marker (instead, no longer, 改为…) drops the earlier ones on the same subject (≥ 2 shared
+  terms) from THIS extraction; they are reported as ``superseded``.
+* evidence — passed/verified sentences of messages and successful tool results.
+* open questions, the last next-step sentence, and tool effects from tool_call/tool_result
+  pairs whose result reports created/deployed/sent/opened + an id; the idempotency key is the
+  call's ``idempotency_key`` argument, else ``derived:`` + a hash of name and arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.core.compaction import text as tx
+from app.core.model import Constraint, SessionEvent, ToolEffect
+
+_RULE = re.compile(r"\b(?:clause|policy|rule|must|applies|allowed|eligible)\b|"
+                   r"条款|规定|必须|适用|第\s*[\d.]+\s*条|合同", re.IGNORECASE)
+MAX_EVIDENCE_PER_RESULT = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Extraction:
+    goal: str = ""
+    decisions: tuple[str, ...] = ()
+    superseded: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    approvals: tuple[str, ...] = ()
+    effects: tuple[ToolEffect, ...] = ()
+    next_action: str = ""
+
+
+class Extractor(Protocol):
+    def extract(self, events: Sequence[SessionEvent], *, session_id: str) -> Extraction: ...
+
+
+@dataclass(slots=True)
+class _Acc:
+    decisions: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    questions: list[str] = field(default_factory=list)
+    constraints: list[Constraint] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)
+    next_action: str = ""
+
+
+def _decide(acc: _Acc, cited: str, sentence: str) -> None:
+    if tx.SUPERSEDE.search(sentence):
+        terms = tx.content_terms(sentence)
+        old = [d for d in acc.decisions if len(tx.content_terms(d) & terms) >= 2]
+        acc.superseded.extend(old)
+        acc.decisions = [d for d in acc.decisions if d not in old]
+    acc.decisions.append(cited)
+
+
+def _message(acc: _Acc, e: SessionEvent, ref: str) -> None:
+    for s in tx.sentences(e.content):
+        kinds = tx.qualifier_kinds(s)
+        if kinds and (e.role == "user" or _RULE.search(s)):
+            acc.constraints.append(Constraint(text=s, kind=kinds[0], source_ref=ref))
+        if tx.APPROVAL.search(s):
+            acc.approvals.append(s)
+        elif tx.QUESTION.search(s):
+            acc.questions.append(f"{s} [{ref}]")
+        elif tx.DECISION.search(s) and not s.endswith(("?", "？")):
+            _decide(acc, f"{s} [{ref}]", s)
+        elif tx.EVIDENCE.search(s) and not tx.FAILURE.search(s):
+            acc.evidence.append(f"{s} [{ref}]")
+        if tx.NEXT_ACTION.search(s):
+            acc.next_action = s
+
+
+def _result_evidence(acc: _Acc, e: SessionEvent, ref: str) -> None:
+    found = [s for s in tx.sentences(e.content)
+             if tx.EVIDENCE.search(s) and not tx.FAILURE.search(s)]
+    acc.evidence.extend(f"{s} [{ref}]" for s in found[:MAX_EVIDENCE_PER_RESULT])
+
+
+def idempotency_key(call: SessionEvent | None) -> str:
+    if call is None:
+        return "derived:unknown-call"
+    if isinstance(call.arguments, dict):
+        given = call.arguments.get("idempotency_key")
+        if isinstance(given, str) and given:
+            return given
+    raw = json.dumps([call.name, call.arguments], sort_keys=True, ensure_ascii=False,
+                     default=str)
+    return "derived:" + hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def effect_of(call: SessionEvent | None, result: SessionEvent, ref: str) -> ToolEffect | None:
+    """The side effect a successful result reports (verb + id), or None."""
+    verb = tx.EFFECT_VERB.search(result.content)
+    if result.is_error or verb is None:
+        return None
+    found = tx.EFFECT_ID.search(result.content, verb.end()) or tx.EFFECT_ID.search(
+        result.content)
+    if found is None:
+        return None
+    ident = next(g for g in found.groups() if g)
+    name = (call.name if call else None) or result.name or "tool"
+    return ToolEffect(effect_id=f"{name}:{ident}", idempotency_key=idempotency_key(call),
+                      status=verb.group().casefold(), ref=ref)
+
+
+class RuleExtractor:
+    """The offline default ``Extractor`` (see the module docstring for the rules)."""
+
+    def extract(self, events: Sequence[SessionEvent], *, session_id: str) -> Extraction:
+        acc, effects = _Acc(), []
+        calls = {e.call_id: e for e in events if e.type == "tool_call" and e.call_id}
+        goal = next((e.content.strip()[:400] for e in events
+                     if e.type == "message" and e.role == "user" and e.content.strip()), "")
+        for e in events:
+            ref = tx.event_ref(session_id, e.seq)
+            if e.type == "message" and e.role in ("user", "assistant"):
+                _message(acc, e, ref)
+            elif e.type == "tool_result":
+                effect = effect_of(calls.get(e.call_id or ""), e, ref)
+                if effect is not None:
+                    effects.append(effect)
+                if not e.is_error:
+                    _result_evidence(acc, e, ref)
+        return Extraction(
+            goal=goal, decisions=tuple(acc.decisions), superseded=tuple(acc.superseded),
+            evidence=tuple(acc.evidence), questions=tuple(acc.questions),
+            constraints=tuple(acc.constraints), approvals=tuple(acc.approvals),
+            effects=tuple(effects), next_action=acc.next_action)

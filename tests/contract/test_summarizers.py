@@ -1,0 +1,137 @@
+"""OpenAIChatSummarizer against a small local server speaking the chat-completions protocol."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+from app.adapters.summarizers.errors import SummarizerError
+from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
+from app.core.compaction import ExtractiveSummarizer, Origin, SummaryRequest, arun_compaction
+from app.core.model import Constraint, SessionEvent
+
+QUALIFIER = "The discount applies only before 2026-06-30, channel customers excepted."
+
+
+class FakeChat(BaseHTTPRequestHandler):
+    seen: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        FakeChat.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
+                              **body})
+        model = body["model"]
+        if model == "boom":
+            return self._send(503, {"error": {"message": "overloaded"}})
+        if model == "slow":
+            threading.Event().wait(1.0)
+        docs: dict[str, Any] = {
+            "nochoices": {"object": "chat.completion"},
+            "empty": {"choices": [{"message": {"role": "assistant", "content": "  "}}]},
+            "cut": {"choices": [{"finish_reason": "length", "message": {"content": "par"}}]},
+        }
+        if model == "notjson":
+            return self._send(200, None)
+        user = body["messages"][1]["content"]
+        echo = next(line[2:].split("] ", 1)[1] for line in user.splitlines()
+                    if line.startswith("- ["))  # the first constraint, verbatim
+        ok = {"choices": [{"index": 0, "finish_reason": "stop",
+                           "message": {"role": "assistant", "content": echo}}]}
+        return self._send(200, docs.get(model, ok))
+
+    def _send(self, status: int, doc: Any) -> None:
+        raw = b"<html>oops" if doc is None else json.dumps(doc).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeChat)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def request() -> SummaryRequest:
+    events = (SessionEvent(seq=3, type="message", role="user", content=f"Clause: {QUALIFIER}"),)
+    return SummaryRequest(session_id="s1", events=events, pinned=("pin me",),
+                          constraints=(Constraint(text=QUALIFIER, kind="except",
+                                                  source_ref="session://s1/events/3"),))
+
+
+async def test_summarizes_with_verbatim_prompt_and_auth(url: str) -> None:
+    s = OpenAIChatSummarizer(url + "/", "sk-test", "ok")
+    try:
+        got = await s.summarize(request())
+    finally:
+        await s.aclose()
+    last = FakeChat.seen[-1]
+    assert got.startswith(QUALIFIER)
+    assert last["path"] == "/v1/chat/completions" and last["auth"] == "Bearer sk-test"
+    assert last["temperature"] == 0 and "VERBATIM" in last["messages"][0]["content"]
+    user = last["messages"][1]["content"]
+    assert QUALIFIER in user and "pin me" in user and "[session://s1/events/3]" in user
+
+
+@pytest.mark.parametrize(("model", "message"), [
+    ("boom", "HTTP 503: .*overloaded"), ("nochoices", "no 'choices'"),
+    ("empty", "no message content"), ("cut", "truncated"), ("notjson", "not JSON")])
+async def test_errors_are_summarizer_errors(url: str, model: str, message: str) -> None:
+    s = OpenAIChatSummarizer(url, "sk-test", model)
+    try:
+        with pytest.raises(SummarizerError, match=message) as err:
+            await s.summarize(request())
+    finally:
+        await s.aclose()
+    assert "sk-test" not in str(err.value)
+
+
+async def test_timeout_and_unreachable(url: str) -> None:
+    s = OpenAIChatSummarizer(url, None, "slow", timeout_s=0.2)
+    try:
+        with pytest.raises(SummarizerError, match="timed out"):
+            await s.summarize(request())
+    finally:
+        await s.aclose()
+    dead = OpenAIChatSummarizer("http://127.0.0.1:9", None, "ok", timeout_s=1)
+    try:
+        with pytest.raises(SummarizerError, match="failed: ConnectError"):
+            await dead.summarize(request())
+    finally:
+        await dead.aclose()
+
+
+async def test_async_lifecycle_with_http_summarizer(url: str) -> None:
+    events = [SessionEvent(seq=0, type="message", role="user", content="Answer pricing."),
+              SessionEvent(seq=1, type="message", role="user", content=QUALIFIER)]
+    events += [SessionEvent(seq=i, type="message", role="user" if i % 2 else "assistant",
+                            content=f"filler {i} " * 20) for i in range(2, 40)]
+    s = OpenAIChatSummarizer(url, None, "ok")
+    try:
+        out = await arun_compaction(events, None, origin=Origin(session_id="s1"),
+                                    budget_tokens=300, keep_recent=4, summarizer=s,
+                                    count_tokens=lambda t: len(t) // 4)
+    finally:
+        await s.aclose()
+    assert out.action == "compaction.completed" and QUALIFIER in out.view.of_kind("summary")
+    assert ExtractiveSummarizer().summarize(request())  # the offline default needs no server
