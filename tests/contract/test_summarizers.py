@@ -12,8 +12,9 @@ import pytest
 
 from app.adapters.summarizers.errors import SummarizerError
 from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
-from app.core.compaction import ExtractiveSummarizer, Origin, SummaryRequest, arun_compaction
+from app.core.compaction import ExtractiveSummarizer, Origin, SummaryRequest
 from app.core.model import Constraint, SessionEvent
+from app.service.compaction import arun_compaction
 
 QUALIFIER = "The discount applies only before 2026-06-30, channel customers excepted."
 

@@ -8,7 +8,7 @@ Pure stages (no I/O, no clock), one module each; ``lifecycle`` holds the order:
     rebuild    (rebuild.py)    checkpoint + pins + summary + sticky + tail → View
     validate   (check.py)      goal, constraints verbatim, approvals, evidence refs, and no
                                summary sentence contradicting a constraint
-    lifecycle  (lifecycle.py)  run_compaction / arun_compaction, retry with pins, breaker
+    lifecycle  (lifecycle.py)  compaction_steps / run_compaction, retry with pins, breaker
 
 See docs/compaction.md for the rules, the regression set and the measured numbers.
 """
@@ -17,7 +17,7 @@ from app.core.compaction.check import contradictions, validate_compaction
 from app.core.compaction.commit import commit
 from app.core.compaction.compact import compact, plan_cut
 from app.core.compaction.extract import Extraction, Extractor, RuleExtractor
-from app.core.compaction.lifecycle import Options, Origin, arun_compaction, run_compaction
+from app.core.compaction.lifecycle import Options, Origin, compaction_steps, run_compaction
 from app.core.compaction.prune import prune
 from app.core.compaction.rebuild import find_sticky, rebuild, reference_view
 from app.core.compaction.summarize import AsyncSummarizer, ExtractiveSummarizer, Summarizer
@@ -47,9 +47,9 @@ __all__ = [
     "SummaryRequest",
     "View",
     "ViewItem",
-    "arun_compaction",
     "commit",
     "compact",
+    "compaction_steps",
     "contradictions",
     "find_sticky",
     "plan_cut",

@@ -1,8 +1,9 @@
 """The compaction lifecycle: prune → commit → compact → rebuild → validate (→ commit again).
 
-Contract: ``run_compaction(events, checkpoint, ...)`` (sync summarizer) and
-``arun_compaction`` (the same, awaiting an ``AsyncSummarizer``) return a recordable
-``CompactionOutcome``:
+Contract: ``compaction_steps(events, checkpoint, ...)`` is the lifecycle as a generator that
+yields summary requests and receives summaries (``run_compaction`` drives it with a local
+summarizer; ``app.service.compaction.arun_compaction`` with a network model); it returns a
+recordable ``CompactionOutcome``:
 
 1. prune the old tool results; if the full view still exceeds ``compact_at * budget_tokens``:
 2. commit the facts into a new checkpoint revision (union, never shrinks);
@@ -21,8 +22,9 @@ extracted are never wasted. Everything is deterministic: no clock, no I/O, ids a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.core.compaction import text as tx
 from app.core.compaction.check import validate_compaction
@@ -31,7 +33,7 @@ from app.core.compaction.compact import Cut, finish, plan_cut, request_for
 from app.core.compaction.extract import Extractor, RuleExtractor
 from app.core.compaction.prune import prune
 from app.core.compaction.rebuild import find_sticky, full_view, rebuild, reference_view
-from app.core.compaction.summarize import AsyncSummarizer, Summarizer
+from app.core.compaction.summarize import Summarizer
 from app.core.compaction.values import (
     Compaction,
     CompactionCheck,
@@ -178,55 +180,45 @@ def _settle(run: _Run, at: _Attempt, result: tuple[Compaction, View, CompactionC
     return tx.dedupe([*at.request.pinned, *check.missing])
 
 
+def compaction_steps(events: Sequence[SessionEvent], checkpoint: TaskCheckpoint | None, *,
+                     origin: Origin, budget_tokens: int, compact_at: float = 0.8,
+                     keep_recent: int, count_tokens: CountTokens, failures_so_far: int = 0,
+                     extractor: Extractor | None = None,
+                     previous_compaction_id: str | None = None,
+                     options: Options | None = None
+                     ) -> Generator[SummaryRequest, str, CompactionOutcome]:
+    """The lifecycle as a sans-I/O generator: it yields each ``SummaryRequest`` and is sent
+    the summary text back, so one loop serves a local summarizer and a network model alike
+    (the caller does the waiting; the core stays synchronous and pure)."""
+    run, done = _start(events, checkpoint, origin=origin, budget_tokens=budget_tokens,
+                       compact_at=compact_at, keep_recent=keep_recent,
+                       count_tokens=count_tokens, failures_so_far=failures_so_far,
+                       extractor=extractor, previous_compaction_id=previous_compaction_id,
+                       options=options)
+    if done is not None:
+        return done
+    committed = checkpoint
+    pinned: tuple[str, ...] = ()
+    last: tuple[Compaction, View, CompactionCheck] | None = None
+    for attempt in range(1, _attempts_left(run) + 1):
+        at = _prepare(run, checkpoint, pinned)  # each retry re-commits from the same base
+        summary = (yield at.request) if at.cut.older else ""
+        last = _finish(run, at, summary)
+        settled = _settle(run, at, last, attempt)
+        if isinstance(settled, CompactionOutcome):
+            return settled
+        committed, pinned = at.checkpoint, settled
+    return _breaker(run, committed, _attempts_left(run), last, pinned)
+
+
 def run_compaction(events: Sequence[SessionEvent], checkpoint: TaskCheckpoint | None, *,
-                   origin: Origin, budget_tokens: int, compact_at: float = 0.8,
-                   keep_recent: int, summarizer: Summarizer, count_tokens: CountTokens,
-                   failures_so_far: int = 0, extractor: Extractor | None = None,
-                   previous_compaction_id: str | None = None,
-                   options: Options | None = None) -> CompactionOutcome:
-    run, done = _start(events, checkpoint, origin=origin, budget_tokens=budget_tokens,
-                       compact_at=compact_at, keep_recent=keep_recent,
-                       count_tokens=count_tokens, failures_so_far=failures_so_far,
-                       extractor=extractor, previous_compaction_id=previous_compaction_id,
-                       options=options)
-    if done is not None:
-        return done
-    committed = checkpoint
-    pinned: tuple[str, ...] = ()
-    last: tuple[Compaction, View, CompactionCheck] | None = None
-    for attempt in range(1, _attempts_left(run) + 1):
-        at = _prepare(run, checkpoint, pinned)  # each retry re-commits from the same base
-        last = _finish(run, at, summarizer.summarize(at.request) if at.cut.older else "")
-        settled = _settle(run, at, last, attempt)
-        if isinstance(settled, CompactionOutcome):
-            return settled
-        committed, pinned = at.checkpoint, settled
-    return _breaker(run, committed, _attempts_left(run), last, pinned)
-
-
-async def arun_compaction(events: Sequence[SessionEvent], checkpoint: TaskCheckpoint | None,
-                          *, origin: Origin, budget_tokens: int, compact_at: float = 0.8,
-                          keep_recent: int, summarizer: AsyncSummarizer,
-                          count_tokens: CountTokens, failures_so_far: int = 0,
-                          extractor: Extractor | None = None,
-                          previous_compaction_id: str | None = None,
-                          options: Options | None = None) -> CompactionOutcome:
-    """``run_compaction`` with an awaited summarizer (HTTP models); same stages, same rules."""
-    run, done = _start(events, checkpoint, origin=origin, budget_tokens=budget_tokens,
-                       compact_at=compact_at, keep_recent=keep_recent,
-                       count_tokens=count_tokens, failures_so_far=failures_so_far,
-                       extractor=extractor, previous_compaction_id=previous_compaction_id,
-                       options=options)
-    if done is not None:
-        return done
-    committed = checkpoint
-    pinned: tuple[str, ...] = ()
-    last: tuple[Compaction, View, CompactionCheck] | None = None
-    for attempt in range(1, _attempts_left(run) + 1):
-        at = _prepare(run, checkpoint, pinned)  # each retry re-commits from the same base
-        last = _finish(run, at, await summarizer.summarize(at.request) if at.cut.older else "")
-        settled = _settle(run, at, last, attempt)
-        if isinstance(settled, CompactionOutcome):
-            return settled
-        committed, pinned = at.checkpoint, settled
-    return _breaker(run, committed, _attempts_left(run), last, pinned)
+                   summarizer: Summarizer, **kwargs: Any) -> CompactionOutcome:
+    """Drive ``compaction_steps`` with a local (synchronous) summarizer."""
+    steps = compaction_steps(events, checkpoint, **kwargs)
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(summarizer.summarize(request))
+    except StopIteration as stop:
+        outcome: CompactionOutcome = stop.value
+        return outcome

@@ -3,7 +3,8 @@
 Contract: a summarizer turns a ``SummaryRequest`` (the narrative events, the constraints and
 pinned texts that must survive verbatim, a ``max_chars`` bound) into summary text that cites
 ``[session://{sid}/events/{seq}]`` refs. ``Summarizer`` is synchronous (the core calls it
-inline); ``AsyncSummarizer`` is the same port for network models (``arun_compaction``).
+inline); ``AsyncSummarizer`` is the same port for network models, driven by
+``app.service.compaction.arun_compaction``.
 
 ``ExtractiveSummarizer`` is deterministic and never paraphrases: it writes the pinned texts
 first, then selects whole sentences that carry, in priority order, a qualifier, an approval,
