@@ -1,4 +1,4 @@
-"""The ``ctxgate`` command: serve, demo, migrate, keys.
+"""The ``ctxgate`` command: serve, demo, migrate, keys, bench.
 
 With neither ``CTXGATE_DATABASE_URL`` nor ``CTXGATE_REDIS_URL`` set, ``serve`` and ``demo``
 run on the embedded default (PostgreSQL with pgvector and a Redis-compatible server under
@@ -121,6 +121,12 @@ def cmd_demo(_: argparse.Namespace) -> None:
         asyncio.run(run_demo(settings))
 
 
+def cmd_bench(argv: list[str]) -> None:
+    import bench
+
+    bench.main(argv)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ctxgate", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -131,6 +137,8 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="a guided tour on the embedded default").set_defaults(
         func=cmd_demo)
     sub.add_parser("migrate", help="apply migrations").set_defaults(func=cmd_migrate)
+    # Listed for --help; main() hands everything after "bench" to bench.main.
+    sub.add_parser("bench", add_help=False, help="reproducible benchmark (ctxgate bench --help)")
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys",
                                                                          required=True)
     create = keys.add_parser("create", help="create a key and print it once")
@@ -146,6 +154,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        cmd_bench(argv[1:])
+        return
     args = parser().parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         args.func(args)

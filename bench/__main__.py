@@ -1,0 +1,5 @@
+"""``python -m bench``: the same as ``ctxgate bench``."""
+
+from bench.run import main
+
+main()

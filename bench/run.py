@@ -1,0 +1,324 @@
+"""``ctxgate bench``: generate, bulk load, start the server, load it, measure the floor, report.
+
+With ``owner_url``/``redis_url`` given (tests), those stores are used and nothing else is
+started but the server; otherwise embedded PostgreSQL 18 (pgvector) and Redis-compatible
+stores are started under a fresh directory in /tmp and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import contextlib
+import multiprocessing
+import os
+import platform
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+
+from app.core.model import DataLevel
+from app.embedded import EmbeddedStores, free_port
+from bench import ingest
+from bench.floor import FloorTurn, measure_floor, measure_recall, percentiles
+from bench.generate import SCALES, Dataset, generate, query_embedding, query_text
+from bench.load import Result, Spec, run_scenario
+from bench.report import summarize, targets
+
+QUERY_USER, QUERY_GROUPS, QUERY_DOMAIN = "u0", ["g0", "g1"], "ops"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    scale: str = "small"
+    seed: int = 42
+    out: Path | None = Path("docs/benchmarks.json")
+    duration_s: float | None = None
+    owner_url: str | None = None
+    redis_url: str | None = None
+    prefix: str = "bench"
+    progress: bool = True
+
+
+@contextlib.contextmanager
+def _stores(cfg: Config) -> Iterator[tuple[str, str]]:
+    if cfg.owner_url and cfg.redis_url:
+        yield cfg.owner_url, cfg.redis_url
+        return
+    base = Path(tempfile.mkdtemp(prefix="ctxgate-bench-", dir="/tmp"))
+    try:
+        with EmbeddedStores(base, persist_redis=False) as urls:
+            from app.adapters.postgres.migrate import upgrade
+
+            upgrade(urls.database_url, app_role="ctxgate_app", app_password=None)
+            yield urls.database_url, urls.redis_url
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _server(owner_url: str, redis_url: str, redis_prefix: str) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    logdir = Path(tempfile.mkdtemp(prefix="ctxgate-bench-server-", dir="/tmp"))
+    env = {**os.environ, "CTXGATE_DATABASE_URL": owner_url, "CTXGATE_REDIS_URL": redis_url,
+           "CTXGATE_REDIS_PREFIX": redis_prefix, "CTXGATE_DATA_DIR": str(logdir),
+           "CTXGATE_ADMIN_TOKEN": secrets.token_urlsafe(24)}
+    log = (logdir / "server.log").open("wb")
+    proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited: {(logdir / 'server.log').read_text()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(base + "/readyz", timeout=1.0).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not become ready in 60 s")
+            time.sleep(0.1)
+        yield base, proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        shutil.rmtree(logdir, ignore_errors=True)
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        import psutil
+
+        p = psutil.Process(pid)
+        total = sum(int(q.memory_info().rss) for q in [p, *p.children(recursive=True)])
+        return round(total / 2**20, 1)
+    except Exception:
+        return None
+
+
+def _body(ds: Dataset, tenant: str, session: tuple[str, str, int], rng: Any,
+          prng: np.random.Generator, *, client_emb: bool) -> bytes:
+    sid, user, _ = session
+    doc: dict[str, Any] = {
+        "session_id": sid, "user_id": user, "groups": QUERY_GROUPS, "domain": QUERY_DOMAIN,
+        "data_level": "internal", "query": query_text(rng), "budget": {"max_tokens": 8000}}
+    task = ds.tenant_tasks.get(tenant, {}).get(sid)
+    if task is not None:
+        doc["task_id"] = task
+    if client_emb:
+        doc["query_embedding"] = query_embedding(ds, prng)
+    return orjson.dumps(doc)
+
+
+def _requests(ds: Dataset, keys: dict[str, str], *, client_emb: bool, n: int,
+              tenant: str | None = None, probe: str | None = None, seed: int = 0
+              ) -> list[tuple[str, bytes]]:
+    import random
+
+    rng = random.Random(seed)  # noqa: S311 - reproducible data, not secrets
+    prng = np.random.Generator(np.random.PCG64(seed))
+    out = []
+    for i in range(n):
+        t = tenant or ds.tenants[i % len(ds.tenants)]
+        if probe is not None:
+            session = ds.probes[t][probe]
+        else:
+            sessions = ds.tenant_sessions.get(t) or [ds.probes[t]["short"]]
+            session = sessions[rng.randrange(len(sessions))]
+        out.append((keys[t], _body(ds, t, session, rng, prng, client_emb=client_emb)))
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    import psutil
+
+    return {"nproc": os.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "cpu": platform.processor() or platform.machine()}
+
+
+def _store_versions(owner_url: str, redis_url: str) -> dict[str, str]:
+    async def go() -> dict[str, str]:
+        conn = await ingest.owner_connection(owner_url)
+        try:
+            pg = await conn.fetchval("SHOW server_version")
+            vec = await conn.fetchval("SELECT extversion FROM pg_extension WHERE extname='vector'")
+        finally:
+            await conn.close()
+        from app.adapters.redis.client import open_redis
+
+        r = open_redis(redis_url)
+        try:
+            info = await r.info("server")
+        finally:
+            await r.aclose()
+        version = info.get("valkey_version") or info.get("redis_version")
+        server = f"{info.get('server_name', 'redis')} {version}"
+        return {"postgresql": str(pg), "pgvector": str(vec), "redis": server}
+
+    return asyncio.run(go())
+
+
+def run_bench(cfg: Config) -> dict[str, Any]:
+    scale = SCALES[cfg.scale]
+    duration = cfg.duration_s if cfg.duration_s is not None else scale.duration_s
+    prefix = cfg.prefix
+    redis_prefix = f"ctxgate-{prefix}"
+    t_start = time.perf_counter()
+    ds = generate(cfg.seed, scale, prefix, progress=cfg.progress)
+    gen_s = time.perf_counter() - t_start
+    rep: dict[str, Any] = {
+        "config": {"scale": cfg.scale, "seed": cfg.seed, "duration_s": duration,
+                   "tenants": scale.tenants, "chunks": scale.chunks,
+                   "sessions": scale.sessions, "events_per_session": scale.events,
+                   "checkpoints": len(ds.checkpoints), "rate": scale.rate,
+                   "large_tenant_chunks": ds.tenant_chunks[ds.tenants[0]],
+                   "small_tenant_chunks": ds.tenant_chunks[ds.tenants[-1]],
+                   "probe_turns": [scale.short_turns, scale.long_turns],
+                   "server_workers": 1},
+        "machine": _machine(), "generate_s": round(gen_s, 2),
+    }
+    with _stores(cfg) as (owner_url, redis_url):
+        rep["stores"] = _store_versions(owner_url, redis_url)
+        res = asyncio.run(ingest.bulk_load(ds, owner_url, progress=cfg.progress))
+        tails_s = asyncio.run(ingest.write_tails(ds, redis_url, redis_prefix))
+        keys = asyncio.run(ingest.create_keys(ds, owner_url))
+        rep["ingest"] = {**res.as_dict(), "redis_tails_s": round(tails_s, 3)}
+        _log(cfg, f"ingest {rep['ingest']}")
+        rep["scenarios"], rep["server"], manifest = _load_phase(
+            cfg, ds, keys, owner_url, redis_url, redis_prefix, duration, scale.rate)
+        turns = [FloorTurn(t, s[0], ds.tenant_tasks.get(t, {}).get(s[0]), s[1], QUERY_GROUPS,
+                           QUERY_DOMAIN, query_text(__import__("random").Random(i)),
+                           query_embedding(ds, np.random.Generator(np.random.PCG64(i))))
+                 for i, (t, s) in enumerate(
+                     (t, s) for t in ds.tenants for s in ds.tenant_sessions.get(t, []))]
+        floor = asyncio.run(measure_floor(owner_url, redis_url, redis_prefix, turns,
+                                          manifest, n=scale.floor_turns))
+        rep["floor"] = {"turns": len(floor), **percentiles(floor)}
+        prng = np.random.Generator(np.random.PCG64(cfg.seed + 7))
+        embs = [query_embedding(ds, prng) for _ in range(scale.recall_queries)]
+        rep["recall"] = {
+            name: asyncio.run(measure_recall(
+                owner_url, tenant, embs, user_id=QUERY_USER, groups=QUERY_GROUPS,
+                domain=QUERY_DOMAIN, level=DataLevel.INTERNAL))
+            for name, tenant in (("large", ds.tenants[0]), ("small", ds.tenants[-1]))}
+    sc = rep["scenarios"]
+
+    def ratio(a: str, b: str) -> float | None:
+        x, y = sc.get(a, {}).get("p50_ms"), sc.get(b, {}).get("p50_ms")
+        return round(y / x, 3) if x and y else None
+
+    rep["growth"] = {
+        "session_ratio": ratio("probe_session_short", "probe_session_long"),
+        "session_note": f"p50, {scale.short_turns} vs {scale.long_turns} turns "
+                        f"({4 * scale.short_turns} vs {4 * scale.long_turns} events)",
+        "corpus_ratio": ratio("probe_corpus_small", "probe_corpus_large"),
+        "corpus_note": f"p50, tenant of {rep['config']['small_tenant_chunks']} vs "
+                       f"{rep['config']['large_tenant_chunks']} chunks",
+    }
+    rep["targets"] = targets(rep)
+    rep["total_s"] = round(time.perf_counter() - t_start, 1)
+    if cfg.out is not None:
+        cfg.out.parent.mkdir(parents=True, exist_ok=True)
+        cfg.out.write_bytes(orjson.dumps(rep, option=orjson.OPT_INDENT_2) + b"\n")
+    return rep
+
+
+def _log(cfg: Config, msg: str) -> None:
+    if cfg.progress:
+        print(msg, file=sys.stderr)
+
+
+def _load_phase(cfg: Config, ds: Dataset, keys: dict[str, str], owner_url: str,
+                redis_url: str, redis_prefix: str, duration: float, rate: float
+                ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    scale = SCALES[cfg.scale]
+    cap = scale.max_requests
+    n = 2000 if cap is None else 50
+    client = _requests(ds, keys, client_emb=True, n=n, seed=cfg.seed)
+    server_emb = _requests(ds, keys, client_emb=False, n=n, seed=cfg.seed + 1)
+    big, small = ds.tenants[0], ds.tenants[-1]
+    plan: list[Spec] = []
+
+    def spec(name: str, reqs: list[tuple[str, bytes]], **kw: Any) -> Spec:
+        return Spec(name=name, base_url="", requests=reqs, duration_s=duration,
+                    max_requests=cap, **kw)
+
+    w = 1 if cap is not None else 10  # requests before timing starts (c=1 scenarios)
+    plan += [spec("closed_c1_client_emb", client, concurrency=1, warmup=w),
+             spec("closed_c8_client_emb", client, concurrency=8),
+             spec("closed_c32_client_emb", client, concurrency=32),
+             spec("open_rate", client, mode="open", rate=rate),
+             spec("closed_c1_server_emb", server_emb, concurrency=1, warmup=max(1, w // 3)),
+             spec("probe_corpus_large", _requests(ds, keys, client_emb=True, n=200, tenant=big,
+                                                  probe="short", seed=3), concurrency=1),
+             spec("probe_corpus_small", _requests(ds, keys, client_emb=True, n=200,
+                                                  tenant=small, probe="short", seed=3),
+                  concurrency=1),
+             spec("probe_session_short", _requests(ds, keys, client_emb=True, n=200,
+                                                   tenant=small, probe="short", seed=4),
+                  concurrency=1),
+             spec("probe_session_long", _requests(ds, keys, client_emb=True, n=200,
+                                                  tenant=small, probe="long", seed=4),
+                  concurrency=1)]
+    out: dict[str, Any] = {}
+    rss: dict[str, float | None] = {}
+    manifest: dict[str, Any] = {}
+    ctx = multiprocessing.get_context("spawn")
+    with _server(owner_url, redis_url, redis_prefix) as (base, pid), \
+            concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        rss["idle"] = _rss_mb(pid)
+        # warm the server (connections, prepared statements, first-touch pages)
+        warm = Spec(name="warmup", base_url=base, requests=client, concurrency=4,
+                    duration_s=min(2.0, duration), max_requests=cap)
+        if cap is None:  # smoke: the c=1 scenarios' own warm-up request is enough
+            pool.submit(run_scenario, warm).result()
+        for s in plan:
+            s = Spec(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "base_url": base})
+            r: Result = pool.submit(run_scenario, s).result()
+            out[s.name] = summarize(r)
+            rss[s.name] = _rss_mb(pid)
+            if r.manifest and not manifest:
+                manifest = r.manifest
+            _log(cfg, f"{s.name}: {out[s.name]['throughput_rps']} rps, "
+                      f"p50 {out[s.name]['p50_ms']} p99 {out[s.name]['p99_ms']} ms "
+                      f"{out[s.name]['statuses']}")
+    values = [v for v in rss.values() if v is not None]
+    server = {"rss_mb": rss, "rss_max_mb": max(values) if values else None,
+              "workers": 1, "pid_included_children": True}
+    return out, server, manifest
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ctxgate bench", description="reproducible benchmark")
+    p.add_argument("--scale", choices=sorted(SCALES), default="small")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--out", type=Path, default=Path("docs/benchmarks.json"))
+    p.add_argument("--duration", type=float, default=None, help="seconds per scenario")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    rep = run_bench(Config(scale=args.scale, seed=args.seed, out=args.out,
+                           duration_s=args.duration))
+    for t in rep["targets"]:
+        print(f"{t['status']:>12}  {t['target']}: {t['measured']} (goal {t['goal']})")
+    print(f"report: {args.out}")
