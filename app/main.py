@@ -54,6 +54,7 @@ from app.observability import Metrics, make_tracer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.assemble import Assembler
 from app.service.bundles import BundleService
+from app.service.detector_cache import FindingsCache, cached
 from app.service.erasure import ErasureService, ErasureWorker
 from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
@@ -63,7 +64,7 @@ from app.service.tasks import TaskService
 from app.settings import Settings
 
 
-def pipeline_config(settings: Settings) -> PipelineConfig:
+def pipeline_config(settings: Settings, cache: FindingsCache | None = None) -> PipelineConfig:
     shares = settings.budget_shares
     return PipelineConfig(
         shares={Section.STABLE: shares.stable, Section.SESSION: shares.session,
@@ -73,7 +74,7 @@ def pipeline_config(settings: Settings) -> PipelineConfig:
         floor=settings.relevance_floor,
         threshold_tokens=settings.reference_threshold_tokens,
         excerpt_tokens=settings.excerpt_tokens,
-        detectors=ALL_DETECTORS,
+        detectors=cached(ALL_DETECTORS, cache or FindingsCache()),
     )
 
 
