@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from app.adapters.embedders.factory import make_embedder
 from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.bundles import PgBundleStore
+from app.adapters.postgres.compactions import PgCompactionStore
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
 from app.adapters.postgres.keys import PgKeyStore
@@ -31,6 +32,7 @@ from app.adapters.redis.erasure import RedisEraser
 from app.adapters.redis.pins import RedisPinSnapshots
 from app.adapters.redis.replay import RedisReplayCache
 from app.adapters.redis.session_tail import RedisSessionTail
+from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.api import errors
 from app.api.middleware import BodyLimit, RequestMetrics
@@ -46,6 +48,7 @@ from app.api.routes import (
     sessions,
     tasks,
 )
+from app.core.compaction import AsyncSummarizer, ExtractiveSummarizer
 from app.core.detectors import ALL_DETECTORS, PII_DETECTORS, SECRET_DETECTORS
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
@@ -54,6 +57,7 @@ from app.observability import Metrics, make_tracer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.assemble import Assembler
 from app.service.bundles import BundleService
+from app.service.compaction import CompactionService, LocalSummarizer
 from app.service.detector_cache import FindingsCache, cached
 from app.service.erasure import ErasureService, ErasureWorker
 from app.service.keys import KeyService
@@ -78,6 +82,16 @@ def pipeline_config(settings: Settings, cache: FindingsCache | None = None) -> P
     )
 
 
+def make_summarizer(settings: Settings) -> AsyncSummarizer:
+    """The compaction summarizer: the offline extractive default, or an OpenAI-compatible
+    chat model (``compaction_summarizer="openai"``, ``openai_base_url``/``_api_key``)."""
+    if settings.compaction_summarizer == "openai":
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return OpenAIChatSummarizer(settings.openai_base_url, key,
+                                    settings.openai_summary_model)
+    return LocalSummarizer(ExtractiveSummarizer())
+
+
 @dataclass(kw_only=True)
 class Container:
     settings: Settings
@@ -94,6 +108,7 @@ class Container:
     manifests: ManifestStore
     audit: AuditLog
     assembler: Assembler
+    compactions: CompactionService
     erasures: ErasureService
     erasure_worker: ErasureWorker
 
@@ -127,6 +142,11 @@ class Container:
                                    ttl_s=settings.session_tail_ttl_s),
             k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
             count_tokens=count)
+        compaction_svc = CompactionService(
+            sessions=session_svc, tasks=task_svc, store=PgCompactionStore(db),
+            summarizer=make_summarizer(settings), count_tokens=count,
+            keep_recent=settings.compaction_keep_recent,
+            history_events=settings.compaction_history_events)
         assembler = Assembler(
             sessions=session_svc, tasks=task_svc, bundles=bundle_svc, knowledge=kstore,
             manifests=mstore,
@@ -138,7 +158,8 @@ class Container:
             profiles=profiles_from_json(settings.redaction_profiles)
             if settings.redaction_profiles else {},
             tracer=make_tracer("ctxgate", console=settings.otel_console),
-            memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days)
+            memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
+            compactions=compaction_svc, compact_at=settings.compact_at)
         estore = PgErasureStore(db)
         erasure_svc = ErasureService(estore, [
             *pg_erasers(db), RedisEraser(redis, estore, prefix=settings.redis_prefix)])
@@ -148,7 +169,8 @@ class Container:
             knowledge=KnowledgeService(kstore, embedder, count), bundles=bundle_svc,
             memories=memory_svc,
             manifests=mstore,
-            audit=PgAuditLog(db), assembler=assembler, erasures=erasure_svc,
+            audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
+            erasures=erasure_svc,
             erasure_worker=ErasureWorker(erasure_svc))
 
     async def readiness(self) -> dict[str, bool]:

@@ -69,6 +69,10 @@ class Metrics:
         self.manifest_write_failures = Counter(
             "ctxgate_manifest_write_failures", "Manifests that could not be persisted.",
             registry=r)
+        self.compaction_breaker_open = Counter(
+            "ctxgate_compaction_breaker_open",
+            "Turns served the uncompressed reference view because the compaction breaker "
+            "was open.", registry=r)
         # Export every known series at zero, so rates and alerts work before the first turn.
         for layer in Layer:
             self.candidates.labels(layer=layer.value)

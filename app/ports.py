@@ -118,6 +118,20 @@ class AuditRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StoredCompaction:
+    """One recorded compaction run of a session (``CompactionOutcome.record()`` + columns)."""
+
+    compaction_id: str
+    created_at: datetime
+    cut_seq: int | None
+    summary_sha256: str | None
+    ok: bool
+    consecutive_failures: int
+    breaker_open: bool
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ManifestFilter:
     session_id: str | None = None
     task_id: str | None = None
@@ -168,6 +182,14 @@ class TaskStore(Protocol):
     async def get(
         self, *, tenant_id: str, task_id: str, revision: int | None = None
     ) -> TaskCheckpoint | None: ...
+
+
+class CompactionStore(Protocol):
+    """Recorded compaction runs per session; the latest carries the breaker state."""
+
+    async def latest(self, *, tenant_id: str, session_id: str) -> StoredCompaction | None: ...
+    async def insert(self, *, tenant_id: str, session_id: str, record: dict[str, Any],
+                     summary: str) -> None: ...
 
 
 class KnowledgeStore(Protocol):

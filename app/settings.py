@@ -55,6 +55,14 @@ class Settings(BaseSettings):
     redaction_profiles: str | None = None
     bundle_revoked_policy: Literal["fallback", "block"] = "fallback"
 
+    # Compaction (docs/compaction.md): a turn whose session history exceeds
+    # compact_at x the session share of the usable budget is compacted first.
+    compact_at: float = 0.8
+    compaction_keep_recent: int = 6  # events of the recent tail kept verbatim (pairs whole)
+    compaction_history_events: int = 2000  # archive events one compaction reads
+    compaction_summarizer: Literal["extractive", "openai"] = "extractive"
+    openai_summary_model: str = "gpt-4o-mini"
+
     embedder: str = "e5"  # "e5" (offline, multilingual) | "openai"
     embedding_dim: int = 384
     openai_base_url: str = "http://127.0.0.1:11434/v1"

@@ -171,6 +171,36 @@ class EventsAppend(TenantClaim):
         return out
 
 
+class CompactRequest(TenantClaim):
+    user_id: Id
+    task_id: Id | None = Field(
+        default=None, description="The session's task: its checkpoint gets the committed facts")
+    budget_tokens: int = Field(ge=1, le=10_000_000,
+                               description="The token budget the compacted view must fit")
+
+
+class CompactionOut(BaseModel):
+    """A recorded compaction run (``CompactionOutcome.record()``): counts, hashes, lineage."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = Field(description="compaction.none | pruned | completed | breaker_open")
+    compaction_id: str
+    trigger: str = Field(description="manual | auto")
+    tokens_before: int
+    tokens_after: int
+    cut_seq: int | None
+    summary_sha256: str | None
+    pruned: int
+    attempts: int
+    validation: dict[str, Any] | None
+    consecutive_failures: int
+    breaker_open: bool
+    needs_human: bool
+    previous_compaction_id: str | None
+    checkpoint_revision_before: int | None
+    checkpoint_revision_after: int | None
+
+
 class EventsAppended(BaseModel):
     session_id: str
     seqs: list[int]
@@ -492,6 +522,9 @@ class ManifestOut(BaseModel):
     conflicts: list[dict[str, Any]] = Field(
         default_factory=list, description="instruction_conflict records: higher trust wins")
     validation: dict[str, Any]
+    compaction: dict[str, Any] | None = Field(
+        default=None, description="the session compaction run for this turn (its record), "
+                                  "or null when none ran")
     stable_prefix_sha256: str
     timings_ms: dict[str, float]
 

@@ -65,6 +65,7 @@ def build_manifest(
     timings_ms: dict[str, float],
     bundle: dict[str, Any] | None = None,
     conflicts: tuple[Conflict, ...] = (),
+    compaction: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     dropped_counts = {layer.value: 0 for layer in DropLayer}
     dropped_counts[DropLayer.PERMISSION.value] = len(assembly.permission_drops)
@@ -105,6 +106,7 @@ def build_manifest(
                 for c in assembly.validation.checks
             ],
         },
+        "compaction": compaction,
         "stable_prefix_sha256": envelope.stable_prefix_sha256,
         "timings_ms": {k: round(v, 3) for k, v in timings_ms.items()},
     }

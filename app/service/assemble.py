@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +20,10 @@ import orjson
 from opentelemetry.trace import Tracer
 
 from app.adapters.redis.replay import RedisReplayCache
+from app.adapters.summarizers.errors import SummarizerError
 from app.core.candidates import query_candidate, session_candidates, task_state_candidates
 from app.core.conflicts import find_conflicts
-from app.core.errors import Conflict
+from app.core.errors import Conflict, StaleRevision
 from app.core.manifest import build_manifest, envelope_body
 from app.core.model import (
     Assembly,
@@ -32,6 +34,7 @@ from app.core.model import (
     MemoryRecord,
     Principal,
     Scope,
+    Section,
     SessionEvent,
     TaskCheckpoint,
     TranscriptHit,
@@ -59,10 +62,12 @@ from app.ports import (
     TokenCounter,
 )
 from app.service.bundles import Admitted, BundleService
+from app.service.compaction import Compacted, CompactionService, view_candidates
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
+log = logging.getLogger(__name__)
 REPLAY_WAIT_S = 2.0
 TRANSCRIPT_HITS = 8
 
@@ -104,7 +109,11 @@ class Assembler:
         profiles: Mapping[str, RedactionProfile],
         memories: MemoryService | None = None,
         memory_revalidate_days: int = 90,
+        compactions: CompactionService | None = None,
+        compact_at: float = 0.8,
     ) -> None:
+        self._compactions = compactions
+        self._compact_at = compact_at
         self._memories = memories
         self._revalidate = timedelta(days=memory_revalidate_days)
         self._sessions = sessions
@@ -147,10 +156,14 @@ class Assembler:
         collect_ms = (time.perf_counter() - t0) * 1000
         check_task_admission(scope, collected.checkpoint)
         now = datetime.now(UTC)
-        candidates = self._candidates(scope, req, collected, now)
+        with stage_span(self._tracer, "ctxgate.compaction"):
+            compacted = await self._maybe_compact(principal, scope, req, collected)
+        candidates = self._candidates(scope, req, collected, now, compacted)
+        checkpoint = (compacted.checkpoint if compacted is not None else None) \
+            or collected.checkpoint
         with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:
             assembly, timings = assemble(
-                scope=scope, candidates=candidates, checkpoint=collected.checkpoint,
+                scope=scope, candidates=candidates, checkpoint=checkpoint,
                 budget=req.budget, now=now, count_tokens=self._count, config=self._config,
                 clock=time.perf_counter, profile=profile)
             record_counts(span, **{f"stage_us.{k}": int(v * 1000) for k, v in timings.items()})
@@ -160,7 +173,8 @@ class Assembler:
             max_tokens=req.budget.max_tokens, reserve_output=req.budget.reserve_output,
             redaction_profile=profile.name, policy_revision=self._policy_revision,
             created_at=now, timings_ms=timings, bundle=_bundle_record(collected.bundle),
-            conflicts=find_conflicts(assembly.envelope.segments))
+            conflicts=find_conflicts(assembly.envelope.segments),
+            compaction=compacted.record if compacted is not None else None)
         t1 = time.perf_counter()
         body = orjson.dumps({"turn_id": req.turn_id, "envelope": envelope_body(assembly),
                              "manifest": manifest})
@@ -241,8 +255,33 @@ class Assembler:
             domain=scope.domain, max_level=scope.data_level, now=datetime.now(UTC),
             embedding=emb, text=req.query, k=self._k)
 
-    def _candidates(self, scope: Scope, req: TurnRequest, got: Collected, now: datetime
-                    ) -> list[Candidate]:
+    async def _maybe_compact(self, principal: Principal, scope: Scope, req: TurnRequest,
+                             got: Collected) -> Compacted | None:
+        """Compact when the session history outgrows ``compact_at`` of its budget share."""
+        if self._compactions is None or scope.session_id is None or not got.events:
+            return None
+        share = self._config.shares.get(Section.SESSION, 0.0)
+        session_budget = (req.budget.max_tokens - req.budget.reserve_output) * share
+        history = sum(self._count(c.content) for c in session_candidates(
+            got.events, tenant_id=scope.tenant_id, session_id=scope.session_id,
+            owner_user_id=got.session_owner, count_tokens=self._count))
+        if history <= self._compact_at * session_budget:
+            return None
+        try:
+            compacted = await self._compactions.compact(
+                principal=principal, session_id=scope.session_id, user_id=scope.user_id,
+                task_id=scope.task_id, budget_tokens=max(1, int(session_budget)),
+                manual=False, checkpoint=got.checkpoint)
+        except (SummarizerError, StaleRevision):  # the turn is served uncompacted
+            log.warning("session compaction failed; serving the uncompacted history",
+                        exc_info=True)
+            return None
+        if compacted.outcome.breaker_open:
+            self._metrics.compaction_breaker_open.inc()
+        return compacted if compacted.serves_view else None
+
+    def _candidates(self, scope: Scope, req: TurnRequest, got: Collected, now: datetime,
+                    compacted: Compacted | None = None) -> list[Candidate]:
         out: list[Candidate] = pinned_candidates(got.pins, count_tokens=self._count)
         if got.bundle is not None and got.bundle.resolution.text.strip():
             b = got.bundle.binding
@@ -250,12 +289,19 @@ class Assembler:
                 tenant_id=scope.tenant_id, ref=f"bundle://{b.bundle_id}@{b.revision}",
                 origin=got.bundle.origin, text=got.bundle.resolution.text,
                 revision=b.revision, count_tokens=self._count))
-        if scope.session_id is not None and got.events:
+        checkpoint = got.checkpoint
+        if compacted is not None and scope.session_id is not None:
+            out += view_candidates(
+                compacted.outcome, tenant_id=scope.tenant_id, session_id=scope.session_id,
+                owner_user_id=got.session_owner, count_tokens=self._count,
+                with_checkpoint=compacted.checkpoint is None)
+            checkpoint = compacted.checkpoint or checkpoint  # the rebuilt revision
+        elif scope.session_id is not None and got.events:
             out += session_candidates(
                 got.events, tenant_id=scope.tenant_id, session_id=scope.session_id,
                 owner_user_id=got.session_owner, count_tokens=self._count)
-        if got.checkpoint is not None:
-            out += task_state_candidates(got.checkpoint, scope.tenant_id, self._count)
+        if checkpoint is not None:
+            out += task_state_candidates(checkpoint, scope.tenant_id, self._count)
         out += knowledge_candidates(got.hits, count_tokens=self._count)
         if got.transcript and got.session_owner is not None:
             out += transcript_candidates(got.transcript, tenant_id=scope.tenant_id,

@@ -51,6 +51,14 @@ class SessionService:
         return await self._archive.events(
             tenant_id=tenant_id, session_id=session_id, after_seq=after_seq, limit=limit)
 
+    async def recent(self, *, tenant_id: str, session_id: str, user_id: str, limit: int
+                     ) -> list[SessionEvent]:
+        """The last ``limit`` archived events in order (what a compaction reads)."""
+        info = await self._owned(tenant_id, session_id, user_id)
+        return await self._archive.events(
+            tenant_id=tenant_id, session_id=session_id,
+            after_seq=max(0, info.last_seq - limit), limit=limit)
+
     async def search(self, *, tenant_id: str, session_id: str, user_id: str,
                      visibility: Visibility, query: str, limit: int,
                      exclude_current: bool = False) -> list[TranscriptHit]:

@@ -128,7 +128,8 @@ async def test_forget_me_erases_every_layer_and_keeps_v(
     layers = receipt["layers"]
     assert {k: v["verified_remaining"] for k, v in layers.items()} == dict.fromkeys(layers, 0)
     assert layers["session_archive"]["tables"] == {
-        "sessions": 1, "session_events": 1, "session_bundles": 0}
+        "sessions": 1, "session_events": 1, "session_bundles": 0,
+        "session_compactions": 0}
     assert layers["task_checkpoints"]["erased"] == 2
     assert layers["knowledge"]["tables"]["knowledge_documents"] == 1
     assert layers["knowledge"]["tables"]["knowledge_documents_acl"] == 1

@@ -15,7 +15,8 @@ from app.adapters.postgres.db import Database
 
 BUNDLE_TABLES = {"bundle_revisions", "bundle_channels", "bundle_denylist", "session_bundles"}
 MEMORY_TABLES = {"memories", "memory_history"}
-LATER_TABLES = BUNDLE_TABLES | MEMORY_TABLES | {"erasures"}
+COMPACTION_TABLES = {"session_compactions"}
+LATER_TABLES = BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES | {"erasures"}
 TENANT_TABLES = {"sessions", "session_events", "task_checkpoints", "knowledge_documents",
                  "knowledge_chunks", "manifests", "audit_log"}
 
@@ -74,7 +75,7 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
         "api_keys", "tenant_identity", "alembic_version"}
     assert up["policies"] == TENANT_TABLES | LATER_TABLES | {"api_keys"}
     # api_keys, tenant_identity, erasures: RLS enabled, not forced (see the migrations)
-    assert up["forced"] == TENANT_TABLES | BUNDLE_TABLES | MEMORY_TABLES
+    assert up["forced"] == TENANT_TABLES | BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES
     assert up["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
                                "ctxgate_key_revoke", "ctxgate_tenant_identity_set",
                                "ctxgate_open_erasures"}

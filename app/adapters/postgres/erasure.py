@@ -9,7 +9,8 @@ tombstone and appends the audit record in one transaction.
 
 Layers (each in one ``tenant_tx`` that also adds its counts to the receipt, so a crash either
 loses both or neither; re-running finds nothing left and adds zeros):
-- ``session_archive``: session_bundles pins, session_events, sessions owned by the user;
+- ``session_archive``: session_compactions, session_bundles pins, session_events, sessions
+  owned by the user;
 - ``task_checkpoints``: every revision the user owns;
 - ``memories``: user-level memories and their history; team memories keep the fact, their
   ``owner``/``user_id`` and history snapshots get the tombstone (history is rewritten by
@@ -67,6 +68,10 @@ receipt = CAST(:r AS jsonb) WHERE tenant_id = :t AND erasure_id = :id""",
     "plan_turns": "SELECT turn_id FROM manifests WHERE tenant_id = :t "
                   "AND user_id IN (:u, :tomb)",
     # session_archive
+    "del_compactions": "DELETE FROM session_compactions WHERE tenant_id = :t "
+                       "AND session_id = ANY(CAST(:sids AS text[])) AND NOT EXISTS (SELECT 1 "
+                       "FROM sessions s WHERE s.tenant_id = :t AND s.session_id = "
+                       "session_compactions.session_id AND s.user_id <> :u)",
     "del_bundles": "DELETE FROM session_bundles WHERE tenant_id = :t "
                    "AND session_id = ANY(CAST(:sids AS text[]))",
     "del_events": "DELETE FROM session_events e WHERE e.tenant_id = :t "
@@ -121,7 +126,10 @@ AND user_id = :u) + (SELECT count(*) FROM session_events e WHERE e.tenant_id = :
 AND e.session_id = ANY(CAST(:sids AS text[])) AND NOT EXISTS (SELECT 1 FROM sessions s
 WHERE s.tenant_id = :t AND s.session_id = e.session_id AND s.user_id <> :u))
 + (SELECT count(*) FROM session_bundles WHERE tenant_id = :t
-AND session_id = ANY(CAST(:sids AS text[])))""",
+AND session_id = ANY(CAST(:sids AS text[])))
++ (SELECT count(*) FROM session_compactions c WHERE c.tenant_id = :t
+AND c.session_id = ANY(CAST(:sids AS text[])) AND NOT EXISTS (SELECT 1 FROM sessions s
+WHERE s.tenant_id = :t AND s.session_id = c.session_id AND s.user_id <> :u))""",
     "task_checkpoints": "SELECT count(*) FROM task_checkpoints WHERE tenant_id = :t "
                         "AND user_id = :u",
     "memories": """SELECT (SELECT count(*) FROM memories WHERE tenant_id = :t
@@ -177,7 +185,8 @@ async def add_counts(conn: AsyncConnection, target: ErasureTarget, layer: str,
 
 
 async def _session_archive(conn: AsyncConnection, p: dict[str, Any]) -> dict[str, int]:
-    return {"session_bundles": await _rowcount(conn, "del_bundles", p),
+    return {"session_compactions": await _rowcount(conn, "del_compactions", p),
+            "session_bundles": await _rowcount(conn, "del_bundles", p),
             "session_events": await _rowcount(conn, "del_events", p),
             "sessions": await _rowcount(conn, "del_sessions", p)}
 

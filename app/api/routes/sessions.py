@@ -1,5 +1,6 @@
 """Session events: append (runtime), the archived transcript and transcript search (the
-owning user only; search reaches other sessions only as far as the visibility allows)."""
+owning user only; search reaches other sessions only as far as the visibility allows), and
+the manual compaction trigger."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_cl
 from app.api.schemas import (
     ID_PATTERN,
     INT32_MAX,
+    CompactionOut,
+    CompactRequest,
     EventOut,
     EventsAppend,
     EventsAppended,
@@ -88,3 +91,19 @@ async def search_transcripts(
     return TranscriptSearch(hits=[TranscriptHitOut(
         session_id=h.session_id, seq=h.event.seq, type=h.event.type, role=h.event.role,
         content=h.event.content, rank=h.rank) for h in hits])
+
+
+@router.post("/v1/sessions/{session_id}/compact", response_model=CompactionOut,
+             responses=ERRORS)  # type: ignore[arg-type]
+async def compact_session(session_id: SessionId, body: CompactRequest, principal: RuntimeDep,
+                          container: ContainerDep, assertion: AssertionDep = None
+                          ) -> CompactionOut:
+    """Compact the session now: commit its facts into a new checkpoint revision of
+    ``task_id`` (when given), then record the summary. Returns the recorded event; another
+    user's session (or task) is a 404."""
+    check_tenant_claim(principal, body.tenant_id)
+    bind_user(principal, assertion, user_id=body.user_id)
+    done = await container.compactions.compact(
+        principal=principal, session_id=session_id, user_id=body.user_id,
+        task_id=body.task_id, budget_tokens=body.budget_tokens, manual=True)
+    return CompactionOut(**done.record)

@@ -1,0 +1,129 @@
+"""Compaction wired into the service, on the real stores: the automatic trigger in a turn,
+the manual endpoint, ownership, and the incident-2 qualifier surviving every compaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.api.conftest import KeyMaker, bearer
+from tests.api.seed import turn
+
+DISCOUNT = "The discount applies only before 2026-06-30, channel customers excepted."
+BUDGET = {"max_tokens": 3000, "reserve_output": 500}
+
+
+def _long_session(n_turns: int = 22) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": "Review the distributor contract."},
+        {"type": "message", "role": "user", "content": f"Remember clause 7.2: {DISCOUNT}"},
+        {"type": "message", "role": "assistant", "content": "Noted clause 7.2."},
+    ]
+    for i in range(n_turns):
+        events += [
+            {"type": "message", "role": "user",
+             "content": f"Round {i}: please check the payment terms of annex {i} again."},
+            {"type": "tool_call", "call_id": f"c{i}", "name": "read_annex",
+             "arguments": {"annex": i}},
+            {"type": "tool_result", "call_id": f"c{i}",
+             "content": f"Annex {i}: payment within 30 days of invoice; " + "terms " * 60},
+            {"type": "message", "role": "assistant",
+             "content": f"Annex {i} payment terms are net 30, consistent with the contract."},
+        ]
+    return events
+
+
+async def _seed(client: httpx.AsyncClient, key: str, sid: str, user: str = "alice") -> None:
+    events = _long_session()
+    assert len(events) >= 80
+    r = await client.post(f"/v1/sessions/{sid}/events", headers=bearer(key),
+                          json={"user_id": user, "events": events})
+    assert r.status_code == 201, r.text
+    r = await client.put("/v1/tasks/t-contract/checkpoint", headers=bearer(key), json={
+        "user_id": user, "goal": "Answer the sales team's discount question",
+        "session_id": sid})
+    assert r.status_code == 200, r.text
+
+
+def _text(body: dict[str, Any]) -> str:
+    return "\n".join(s["content"] for s in body["envelope"]["segments"])
+
+
+async def _turn(client: httpx.AsyncClient, key: str, turn_id: str) -> dict[str, Any]:
+    r = await client.post("/v1/context", headers=bearer(key), json=turn(
+        turn_id=turn_id, session_id="s-long", task_id="t-contract", budget=BUDGET,
+        query="Can channel customers use the discount?"))
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+async def test_auto_compaction_in_a_turn(client: httpx.AsyncClient, make_key: KeyMaker,
+                                         tenant: str) -> None:
+    key = await make_key(tenant)
+    await _seed(client, key, "s-long")
+    body = await _turn(client, key, "turn-c1")
+    man = body["manifest"]
+    record = man["compaction"]
+    assert record is not None and record["type"] == "compaction.completed", record
+    assert record["validation"]["ok"] is True and record["breaker_open"] is False
+    assert record["trigger"] == "auto" and record["tokens_after"] < record["tokens_before"]
+    assert record["checkpoint_revision_before"] == 1
+    assert record["checkpoint_revision_after"] == 2
+    assert DISCOUNT in _text(body)
+    assert man["total_tokens"] <= BUDGET["max_tokens"] - BUDGET["reserve_output"]
+    refs = [s["ref"] for s in man["segments"]]
+    assert f"session://s-long/compaction/{record['compaction_id']}" in refs
+    assert "task://t-contract/checkpoint/2#core" in refs
+    cp = await client.get("/v1/tasks/t-contract/checkpoint", headers=bearer(key),
+                          params={"user_id": "alice"})
+    assert cp.status_code == 200, cp.text
+    got = cp.json()
+    assert got["revision"] == 2
+    assert any(c["text"].rstrip(".") in DISCOUNT or DISCOUNT.rstrip(".") in c["text"]
+               for c in got["constraints"]), got["constraints"]
+    # the turn after: the qualifier still cannot be dropped; lineage names the first run
+    again = await _turn(client, key, "turn-c2")
+    second = again["manifest"]["compaction"]
+    assert second is not None and second["validation"]["ok"] is True
+    assert second["previous_compaction_id"] == record["compaction_id"]
+    assert DISCOUNT in _text(again)
+    stored = await client.get("/v1/manifests/turn-c1", headers=bearer(key))
+    assert stored.status_code == 200 and stored.json()["compaction"] == record
+
+
+async def test_manual_compaction_and_ownership(client: httpx.AsyncClient, make_key: KeyMaker,
+                                               tenant: str) -> None:
+    key = await make_key(tenant)
+    await _seed(client, key, "s-long")
+    r = await client.post("/v1/sessions/s-long/compact", headers=bearer(key), json={
+        "user_id": "alice", "task_id": "t-contract", "budget_tokens": 800})
+    assert r.status_code == 200, r.text
+    rec = r.json()
+    assert rec["type"] == "compaction.completed" and rec["trigger"] == "manual"
+    assert rec["validation"]["ok"] is True and rec["breaker_open"] is False
+    assert rec["cut_seq"] is not None and len(rec["summary_sha256"]) == 64
+    assert rec["previous_compaction_id"] is None and rec["checkpoint_revision_after"] == 2
+    other = await client.post("/v1/sessions/s-long/compact", headers=bearer(key), json={
+        "user_id": "mallory", "budget_tokens": 800})
+    assert other.status_code == 404, other.text
+    missing = await client.post("/v1/sessions/nope/compact", headers=bearer(key), json={
+        "user_id": "alice", "budget_tokens": 800})
+    assert missing.status_code == 404
+    # a later turn builds on the manual run's lineage
+    body = await _turn(client, key, "turn-m1")
+    assert body["manifest"]["compaction"]["previous_compaction_id"] == rec["compaction_id"]
+    assert DISCOUNT in _text(body)
+
+
+async def test_small_session_has_no_compaction(client: httpx.AsyncClient, make_key: KeyMaker,
+                                               tenant: str) -> None:
+    key = await make_key(tenant)
+    r = await client.post("/v1/sessions/s-short/events", headers=bearer(key), json={
+        "user_id": "alice", "events": [{"type": "message", "role": "user", "content": "hi"}]})
+    assert r.status_code == 201
+    r = await client.post("/v1/context", headers=bearer(key),
+                          json=turn(turn_id="turn-s", session_id="s-short"))
+    assert r.status_code == 200, r.text
+    assert r.json()["manifest"]["compaction"] is None
