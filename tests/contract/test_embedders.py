@@ -7,7 +7,6 @@ import json
 import math
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import httpx
@@ -18,6 +17,7 @@ from app.adapters.embedders.errors import EmbedderError
 from app.adapters.embedders.factory import make_embedder
 from app.adapters.embedders.openai_http import OpenAIEmbedder
 from app.settings import Settings
+from tests.local_http import JsonHandler, serve
 
 
 def cos(a: list[float], b: list[float]) -> float:
@@ -87,7 +87,7 @@ async def test_e5_concurrent_queries(e5: E5Embedder) -> None:
 # ---------------------------------------------------------------- OpenAI-compatible HTTP
 
 
-class FakeEmbeddings(BaseHTTPRequestHandler):
+class FakeEmbeddings(JsonHandler):
     """``POST /v1/embeddings``; the model name picks a behaviour, vectors are deterministic."""
 
     dim = 8
@@ -98,7 +98,7 @@ class FakeEmbeddings(BaseHTTPRequestHandler):
         self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
         model, inputs = body["model"], body["input"]
         if model == "boom":
-            return self._send(500, {"error": {"message": "model overloaded"}})
+            return self.send_json(500, {"error": {"message": "model overloaded"}})
         if model == "slow":
             threading.Event().wait(1.0)
         dim = 5 if model == "short" else self.dim
@@ -110,35 +110,14 @@ class FakeEmbeddings(BaseHTTPRequestHandler):
         if model == "missing":
             data = data[:-1]
         if model == "notjson":
-            return self._send(200, None)
-        return self._send(200, {"object": "list", "data": data, "model": model})
-
-    def _send(self, status: int, doc: Any) -> None:
-        raw = b"<html>oops" if doc is None else json.dumps(doc).encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-        except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
-            pass
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-        pass
+            return self.send_json(200, None)
+        return self.send_json(200, {"object": "list", "data": data, "model": model})
 
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEmbeddings)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(FakeEmbeddings) as base:
+        yield base
 
 
 def openai(url: str, model: str = "ok", **kw: Any) -> OpenAIEmbedder:

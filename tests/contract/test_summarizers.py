@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
@@ -15,11 +14,12 @@ from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
 from app.core.compaction import ExtractiveSummarizer, Origin, SummaryRequest
 from app.core.model import Constraint, SessionEvent
 from app.service.compaction import arun_compaction
+from tests.local_http import JsonHandler, serve
 
 QUALIFIER = "The discount applies only before 2026-06-30, channel customers excepted."
 
 
-class FakeChat(BaseHTTPRequestHandler):
+class FakeChat(JsonHandler):
     seen: ClassVar[list[dict[str, Any]]] = []
 
     def do_POST(self) -> None:
@@ -28,7 +28,7 @@ class FakeChat(BaseHTTPRequestHandler):
                               **body})
         model = body["model"]
         if model == "boom":
-            return self._send(503, {"error": {"message": "overloaded"}})
+            return self.send_json(503, {"error": {"message": "overloaded"}})
         if model == "slow":
             threading.Event().wait(1.0)
         docs: dict[str, Any] = {
@@ -37,40 +37,19 @@ class FakeChat(BaseHTTPRequestHandler):
             "cut": {"choices": [{"finish_reason": "length", "message": {"content": "par"}}]},
         }
         if model == "notjson":
-            return self._send(200, None)
+            return self.send_json(200, None)
         user = body["messages"][1]["content"]
         echo = next(line[2:].split("] ", 1)[1] for line in user.splitlines()
                     if line.startswith("- ["))  # the first constraint, verbatim
         ok = {"choices": [{"index": 0, "finish_reason": "stop",
                            "message": {"role": "assistant", "content": echo}}]}
-        return self._send(200, docs.get(model, ok))
-
-    def _send(self, status: int, doc: Any) -> None:
-        raw = b"<html>oops" if doc is None else json.dumps(doc).encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+        return self.send_json(200, docs.get(model, ok))
 
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeChat)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(FakeChat) as base:
+        yield base
 
 
 def request() -> SummaryRequest:
