@@ -157,8 +157,10 @@ class Assembler:
         check_task_admission(scope, collected.checkpoint)
         now = datetime.now(UTC)
         with stage_span(self._tracer, "ctxgate.compaction"):
-            compacted = await self._maybe_compact(principal, scope, req, collected)
-        candidates = self._candidates(scope, req, collected, now, compacted)
+            session = self._session_candidates(scope, collected)
+            compacted = await self._maybe_compact(principal, scope, req, collected,
+                                                  sum(c.tokens for c in session))
+        candidates = self._candidates(scope, req, collected, now, compacted, session)
         checkpoint = (compacted.checkpoint if compacted is not None else None) \
             or collected.checkpoint
         with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:
@@ -255,16 +257,21 @@ class Assembler:
             domain=scope.domain, max_level=scope.data_level, now=datetime.now(UTC),
             embedding=emb, text=req.query, k=self._k)
 
+    def _session_candidates(self, scope: Scope, got: Collected) -> list[Candidate]:
+        if scope.session_id is None or not got.events:
+            return []
+        return session_candidates(
+            got.events, tenant_id=scope.tenant_id, session_id=scope.session_id,
+            owner_user_id=got.session_owner, count_tokens=self._count)
+
     async def _maybe_compact(self, principal: Principal, scope: Scope, req: TurnRequest,
-                             got: Collected) -> Compacted | None:
-        """Compact when the session history outgrows ``compact_at`` of its budget share."""
+                             got: Collected, history: int) -> Compacted | None:
+        """Compact when the session history (``history`` tokens) outgrows ``compact_at`` of
+        its budget share."""
         if self._compactions is None or scope.session_id is None or not got.events:
             return None
         share = self._config.shares.get(Section.SESSION, 0.0)
         session_budget = (req.budget.max_tokens - req.budget.reserve_output) * share
-        history = sum(self._count(c.content) for c in session_candidates(
-            got.events, tenant_id=scope.tenant_id, session_id=scope.session_id,
-            owner_user_id=got.session_owner, count_tokens=self._count))
         if history <= self._compact_at * session_budget:
             return None
         try:
@@ -281,7 +288,7 @@ class Assembler:
         return compacted if compacted.serves_view else None
 
     def _candidates(self, scope: Scope, req: TurnRequest, got: Collected, now: datetime,
-                    compacted: Compacted | None = None) -> list[Candidate]:
+                    compacted: Compacted | None, session: list[Candidate]) -> list[Candidate]:
         out: list[Candidate] = pinned_candidates(got.pins, count_tokens=self._count)
         if got.bundle is not None and got.bundle.resolution.text.strip():
             b = got.bundle.binding
@@ -296,10 +303,8 @@ class Assembler:
                 owner_user_id=got.session_owner, count_tokens=self._count,
                 with_checkpoint=compacted.checkpoint is None)
             checkpoint = compacted.checkpoint or checkpoint  # the rebuilt revision
-        elif scope.session_id is not None and got.events:
-            out += session_candidates(
-                got.events, tenant_id=scope.tenant_id, session_id=scope.session_id,
-                owner_user_id=got.session_owner, count_tokens=self._count)
+        else:
+            out += session  # built once per turn, also what sized the compaction trigger
         if checkpoint is not None:
             out += task_state_candidates(checkpoint, scope.tenant_id, self._count)
         out += knowledge_candidates(got.hits, count_tokens=self._count)
