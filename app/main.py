@@ -146,7 +146,7 @@ class Container:
             sessions=session_svc, tasks=task_svc, store=PgCompactionStore(db),
             summarizer=make_summarizer(settings), count_tokens=count,
             keep_recent=settings.compaction_keep_recent,
-            history_events=settings.compaction_history_events)
+            history_events=settings.compaction_history_events, compact_at=settings.compact_at)
         assembler = Assembler(
             sessions=session_svc, tasks=task_svc, bundles=bundle_svc, knowledge=kstore,
             manifests=mstore,
@@ -159,7 +159,7 @@ class Container:
             if settings.redaction_profiles else {},
             tracer=make_tracer("ctxgate", console=settings.otel_console),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
-            compactions=compaction_svc, compact_at=settings.compact_at)
+            compactions=compaction_svc)
         estore = PgErasureStore(db)
         erasure_svc = ErasureService(estore, [
             *pg_erasers(db), RedisEraser(redis, estore, prefix=settings.redis_prefix)])

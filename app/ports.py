@@ -129,6 +129,7 @@ class StoredCompaction:
     consecutive_failures: int
     breaker_open: bool
     record: dict[str, Any]
+    view: Any = None  # the served view as stored (``SessionView.to_json``), None before 0006
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +190,7 @@ class CompactionStore(Protocol):
 
     async def latest(self, *, tenant_id: str, session_id: str) -> StoredCompaction | None: ...
     async def insert(self, *, tenant_id: str, session_id: str, record: dict[str, Any],
-                     summary: str) -> None: ...
+                     summary: str, view: dict[str, Any] | None = None) -> None: ...
 
 
 class KnowledgeStore(Protocol):

@@ -523,8 +523,9 @@ class ManifestOut(BaseModel):
         default_factory=list, description="instruction_conflict records: higher trust wins")
     validation: dict[str, Any]
     compaction: dict[str, Any] | None = Field(
-        default=None, description="the session compaction run for this turn (its record), "
-                                  "or null when none ran")
+        default=None, description="the session compaction serving this turn (its record; "
+                                  "reused=true when an earlier run's view was served again), "
+                                  "or null when the history fit uncompacted")
     stable_prefix_sha256: str
     timings_ms: dict[str, float]
 

@@ -62,7 +62,7 @@ from app.ports import (
     TokenCounter,
 )
 from app.service.bundles import Admitted, BundleService
-from app.service.compaction import Compacted, CompactionService, view_candidates
+from app.service.compaction import Compacted, CompactionService
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
@@ -110,10 +110,8 @@ class Assembler:
         memories: MemoryService | None = None,
         memory_revalidate_days: int = 90,
         compactions: CompactionService | None = None,
-        compact_at: float = 0.8,
     ) -> None:
         self._compactions = compactions
-        self._compact_at = compact_at
         self._memories = memories
         self._revalidate = timedelta(days=memory_revalidate_days)
         self._sessions = sessions
@@ -266,26 +264,24 @@ class Assembler:
 
     async def _maybe_compact(self, principal: Principal, scope: Scope, req: TurnRequest,
                              got: Collected, history: int) -> Compacted | None:
-        """Compact when the session history (``history`` tokens) outgrows ``compact_at`` of
-        its budget share."""
+        """The compacted session layer when the history (``history`` tokens) outgrows
+        ``compact_at`` of its budget share (``CompactionService.for_turn``)."""
         if self._compactions is None or scope.session_id is None or not got.events:
             return None
         share = self._config.shares.get(Section.SESSION, 0.0)
-        session_budget = (req.budget.max_tokens - req.budget.reserve_output) * share
-        if history <= self._compact_at * session_budget:
-            return None
         try:
-            compacted = await self._compactions.compact(
+            compacted = await self._compactions.for_turn(
                 principal=principal, session_id=scope.session_id, user_id=scope.user_id,
-                task_id=scope.task_id, budget_tokens=max(1, int(session_budget)),
-                manual=False, checkpoint=got.checkpoint)
+                task_id=scope.task_id, events=got.events, owner_user_id=got.session_owner,
+                history_tokens=history, checkpoint=got.checkpoint,
+                session_budget=(req.budget.max_tokens - req.budget.reserve_output) * share)
         except (SummarizerError, StaleRevision):  # the turn is served uncompacted
             log.warning("session compaction failed; serving the uncompacted history",
                         exc_info=True)
             return None
-        if compacted.outcome.breaker_open:
+        if compacted is not None and compacted.breaker_opened:
             self._metrics.compaction_breaker_open.inc()
-        return compacted if compacted.serves_view else None
+        return compacted
 
     def _candidates(self, scope: Scope, req: TurnRequest, got: Collected, now: datetime,
                     compacted: Compacted | None, session: list[Candidate]) -> list[Candidate]:
@@ -297,11 +293,8 @@ class Assembler:
                 origin=got.bundle.origin, text=got.bundle.resolution.text,
                 revision=b.revision, count_tokens=self._count))
         checkpoint = got.checkpoint
-        if compacted is not None and scope.session_id is not None:
-            out += view_candidates(
-                compacted.outcome, tenant_id=scope.tenant_id, session_id=scope.session_id,
-                owner_user_id=got.session_owner, count_tokens=self._count,
-                with_checkpoint=compacted.checkpoint is None)
+        if compacted is not None:
+            out += compacted.candidates
             checkpoint = compacted.checkpoint or checkpoint  # the rebuilt revision
         else:
             out += session  # built once per turn, also what sized the compaction trigger

@@ -9,11 +9,16 @@ wrapper) and persists in this order:
 1. the new checkpoint revision (``TaskService.put`` with the revision read as the expected
    one), when the lifecycle committed facts that differ from the stored checkpoint and the
    session has a task;
-2. the compaction row (``CompactionStore.insert``: the record and the summary).
+2. the compaction row (``CompactionStore.insert``: the record, the summary and the
+   ``SessionView`` it serves).
 
 Separate transactions, in this order, so a crash never leaves a summary without its committed
 facts (the worst case is a checkpoint revision without its compaction row, which the next run
-simply builds on). ``view_candidates`` turns an outcome's view into pipeline candidates.
+simply builds on).
+
+``for_turn`` is the assembler's entry: past the threshold it first tries the latest row's view
+plus the events appended since (one indexed read), and compacts again only when that no
+longer fits; ``view_candidates`` turns a view into pipeline candidates.
 """
 
 from __future__ import annotations
@@ -46,12 +51,12 @@ from app.core.model import (
     TaskCheckpoint,
     Trust,
 )
-from app.ports import CompactionStore
+from app.ports import CompactionStore, StoredCompaction
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
 log = logging.getLogger(__name__)
-RECORDED = frozenset(("compaction.completed", "compaction.breaker_open"))
+RECORDED = frozenset(("compaction.completed", "compaction.breaker_open"))  # stored, served
 MIN_SUMMARY_CHARS = 400
 
 
@@ -79,23 +84,54 @@ class LocalSummarizer:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Compacted:
-    """One run: the outcome, its record (``trigger`` added), the checkpoint to serve."""
+class SessionView:
+    """The session layer one compaction serves: its summary block and the events it kept.
 
-    outcome: CompactionOutcome
+    Stored with the compaction row: a later turn serves it again, with the events appended
+    since ``through_seq``, for as long as that still fits under the threshold, instead of
+    compacting the whole session every turn."""
+
+    compaction_id: str
+    reference: bool  # breaker open: a block of handles, which may be compressed
+    block: str  # "" when the view has no summary block
+    kept_seqs: tuple[int, ...]  # sticky and recent events, in seq order
+    through_seq: int  # the last event the compaction read
+
+    def to_json(self) -> dict[str, Any]:
+        return {"compaction_id": self.compaction_id, "reference": self.reference,
+                "block": self.block, "kept_seqs": list(self.kept_seqs),
+                "through_seq": self.through_seq}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> SessionView | None:
+        """None for a row without a view (written before migration 0006)."""
+        if not isinstance(doc, dict):
+            return None
+        return cls(compaction_id=str(doc["compaction_id"]), reference=bool(doc["reference"]),
+                   block=str(doc["block"]), kept_seqs=tuple(int(s) for s in doc["kept_seqs"]),
+                   through_seq=int(doc["through_seq"]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compacted:
+    """One run (or a reuse): its record, the checkpoint to serve, the view it serves."""
+
     record: dict[str, Any]
     checkpoint: TaskCheckpoint | None  # the stored revision (None: no task)
-    stored: bool  # a compaction row was written (completed or breaker open)
+    view: SessionView | None  # None: nothing recorded to serve (compaction.none / pruned)
+    outcome: CompactionOutcome | None = None  # None: a stored view was reused
+    candidates: tuple[Candidate, ...] = ()  # the session layer, for a turn
 
     @property
-    def serves_view(self) -> bool:
-        return self.outcome.action in RECORDED
+    def breaker_opened(self) -> bool:
+        return self.outcome is not None and self.outcome.breaker_open
 
 
 class CompactionService:
     def __init__(self, *, sessions: SessionService, tasks: TaskService, store: CompactionStore,
                  summarizer: AsyncSummarizer, count_tokens: CountTokens, keep_recent: int,
-                 history_events: int = 2000, options: Options | None = None) -> None:
+                 history_events: int = 2000, compact_at: float = 0.8,
+                 options: Options | None = None) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._store = store
@@ -103,21 +139,59 @@ class CompactionService:
         self._count = count_tokens
         self._keep_recent = keep_recent
         self._history = history_events
+        self._compact_at = compact_at
         self._options = options or Options()
+
+    async def for_turn(self, *, principal: Principal, session_id: str, user_id: str,
+                       task_id: str | None, events: Sequence[SessionEvent],
+                       owner_user_id: str | None, history_tokens: int, session_budget: float,
+                       checkpoint: TaskCheckpoint | None) -> Compacted | None:
+        """The session layer of a turn whose history (``history_tokens``, of the hot tail
+        ``events``) outgrows ``compact_at`` x ``session_budget``: the latest compaction's view
+        plus the events since, while that fits; otherwise a new compaction. None: serve the
+        history as it is (under the threshold, or the run recorded nothing to serve)."""
+        threshold = self._compact_at * session_budget
+        if history_tokens <= threshold:
+            return None
+        tenant_id = principal.tenant_id
+        latest = await self._store.latest(tenant_id=tenant_id, session_id=session_id)
+        stored = SessionView.from_json(latest.view) if latest is not None else None
+        if latest is not None and stored is not None:
+            layer = view_candidates(stored, events, tenant_id=tenant_id,
+                                    session_id=session_id, owner_user_id=owner_user_id,
+                                    count_tokens=self._count)
+            if layer is not None and _still_fresh(layer, stored, threshold):
+                return Compacted(record={**latest.record, "reused": True},
+                                 checkpoint=checkpoint if task_id is not None else None,
+                                 view=stored, candidates=tuple(layer))
+        done = await self.compact(principal=principal, session_id=session_id,
+                                  user_id=user_id, task_id=task_id,
+                                  budget_tokens=max(1, int(session_budget)), manual=False,
+                                  checkpoint=checkpoint, latest=latest)
+        if done.view is None or done.outcome is None:
+            return None
+        layer = view_candidates(done.view, done.outcome.prune.events, tenant_id=tenant_id,
+                                session_id=session_id, owner_user_id=owner_user_id,
+                                count_tokens=self._count)
+        return replace(done, record={**done.record, "reused": False},
+                       candidates=tuple(layer or ()))
 
     async def compact(self, *, principal: Principal, session_id: str, user_id: str,
                       task_id: str | None, budget_tokens: int, manual: bool,
-                      checkpoint: TaskCheckpoint | None = None) -> Compacted:
-        """Compact the session now (the caller decided: a manual request or the assembler's
-        threshold), persist the checkpoint, then the record. Another user's session or task:
-        ``NotFound``. ``checkpoint`` is the task's latest when the caller already read it."""
+                      checkpoint: TaskCheckpoint | None = None,
+                      latest: StoredCompaction | None = None) -> Compacted:
+        """Compact the session now (a manual request, or ``for_turn`` past the threshold),
+        persist the checkpoint, then the record with its view. Another user's session or task:
+        ``NotFound``. ``checkpoint`` and ``latest`` are the task's latest checkpoint and the
+        session's latest compaction when the caller already read them."""
         tenant_id = principal.tenant_id
         events = await self._sessions.recent(tenant_id=tenant_id, session_id=session_id,
                                              user_id=user_id, limit=self._history)
         if task_id is not None and checkpoint is None:
             checkpoint = await self._tasks.for_turn(tenant_id=tenant_id, task_id=task_id,
                                                     user_id=user_id)
-        latest = await self._store.latest(tenant_id=tenant_id, session_id=session_id)
+        if latest is None:
+            latest = await self._store.latest(tenant_id=tenant_id, session_id=session_id)
         options = replace(self._options, summary_max_chars=max(
             MIN_SUMMARY_CHARS, min(self._options.summary_max_chars, budget_tokens * 3 // 2)))
         outcome = await arun_compaction(
@@ -134,12 +208,14 @@ class CompactionService:
         record["checkpoint_revision_after"] = served.revision if served else None
         if task_id is None:
             served = None
-        stored = outcome.action in RECORDED
-        if stored:  # after the checkpoint: never a summary without its committed facts
+        view = None
+        if outcome.action in RECORDED:  # after the checkpoint: never a summary without facts
+            view = session_view(outcome, session_id=session_id, with_checkpoint=served is None)
             await self._store.insert(
                 tenant_id=tenant_id, session_id=session_id, record=record,
-                summary=outcome.compaction.summary if outcome.compaction else "")
-        return Compacted(outcome=outcome, record=record, checkpoint=served, stored=stored)
+                summary=outcome.compaction.summary if outcome.compaction else "",
+                view=view.to_json())
+        return Compacted(outcome=outcome, record=record, checkpoint=served, view=view)
 
     async def _commit(self, principal: Principal, old: TaskCheckpoint | None,
                       new: TaskCheckpoint) -> TaskCheckpoint:
@@ -151,42 +227,67 @@ class CompactionService:
         return replace(new, revision=revision)
 
 
+def _still_fresh(layer: Sequence[Candidate], view: SessionView, threshold: float) -> bool:
+    """Serve the stored view again while it fits, or while what was appended since is under a
+    quarter of the threshold: a new run would keep those events as its recent tail anyway, so
+    compacting again would cost a full run per turn for the same view (a view whose own
+    recent tail is over the threshold stays over it)."""
+    appended = sum(c.tokens for c in layer if c.seq is not None and c.seq > view.through_seq)
+    return sum(c.tokens for c in layer) <= threshold or appended <= threshold / 4
+
+
 def _seq_of(ref: str) -> int | None:
     head, _, tail = ref.rpartition("/events/")
     return int(tail) if head and tail.isdigit() else None
 
 
-def view_candidates(outcome: CompactionOutcome, *, tenant_id: str, session_id: str,
-                    owner_user_id: str | None, count_tokens: CountTokens,
-                    with_checkpoint: bool) -> list[Candidate]:
-    """The session layer of a compacted turn: the summary block (checkpoint when there is no
-    task to carry it, pins, summary or the breaker's turn handles) as one curated
-    never-compress candidate ``session://{sid}/compaction/{id}``, then the sticky events and
-    the recent tail as ordinary session candidates (their pruned form)."""
+def session_view(outcome: CompactionOutcome, *, session_id: str,
+                 with_checkpoint: bool) -> SessionView:
+    """What a recorded outcome serves: the summary block (the checkpoint when there is no task
+    to carry it, pins, summary or the breaker's turn handles) and the sticky and recent events
+    it kept."""
     view: View = outcome.view
-    by_seq = {e.seq: e for e in outcome.prune.events}
+    known = {e.seq for e in outcome.prune.events}
     seqs = sorted({s for i in view.items if i.kind in ("sticky", "event")
-                   if (s := _seq_of(i.ref)) is not None and s in by_seq})
+                   if (s := _seq_of(i.ref)) is not None and s in known})
     kinds = ("pinned", "summary", "reference") + (("checkpoint",) if with_checkpoint else ())
-    block = [i.content for i in view.items if i.kind in kinds]
+    items = [i.content for i in view.items if i.kind in kinds]
+    reference = view.mode == "reference"
+    title = ("Earlier turns of this session (breaker open: uncompressed, by handle)"
+             if reference else "Summary of the earlier session")
+    block = (f"{title}; every event stays in the archive as "
+             f"session://{session_id}/events/{{seq}}:\n\n" + "\n\n".join(items)) if items else ""
+    return SessionView(compaction_id=outcome.compaction_id, reference=reference, block=block,
+                       kept_seqs=tuple(seqs), through_seq=max(known, default=0))
+
+
+def view_candidates(view: SessionView, events: Sequence[SessionEvent], *, tenant_id: str,
+                    session_id: str, owner_user_id: str | None, count_tokens: CountTokens
+                    ) -> list[Candidate] | None:
+    """The session layer a view serves, given the session's recent ``events``: the block as
+    one curated candidate ``session://{sid}/compaction/{id}`` (never compressed unless it is
+    the breaker's handle block), then the kept events and every event after ``through_seq``
+    as ordinary session candidates. None when ``events`` no longer hold a kept event or do
+    not reach back to ``through_seq`` (the view cannot be served from them)."""
+    by_seq = {e.seq: e for e in events}
+    if any(s not in by_seq for s in view.kept_seqs):
+        return None
+    if events and events[0].seq > view.through_seq + 1:
+        return None  # a gap: events after the view that the tail no longer holds
+    shown = [*(by_seq[s] for s in view.kept_seqs),
+             *(e for e in events if e.seq > view.through_seq)]
     out: list[Candidate] = []
-    if block:
-        first = seqs[0] if seqs else None
-        reference = view.mode == "reference"
-        title = ("Earlier turns of this session (breaker open: uncompressed, by handle)"
-                 if reference else "Summary of the earlier session")
-        content = (f"{title}; every event stays in the archive as "
-                   f"session://{session_id}/events/{{seq}}:\n\n" + "\n\n".join(block))
+    if view.block:
+        first = shown[0].seq if shown else None
         out.append(Candidate(
-            ref=f"session://{session_id}/compaction/{outcome.compaction_id}",
+            ref=f"session://{session_id}/compaction/{view.compaction_id}",
             kind=Kind.SESSION, layer=Layer.SESSION, section=Section.SESSION, role="assistant",
-            content=content, tenant_id=tenant_id, origin=f"session://{session_id}",
+            content=view.block, tenant_id=tenant_id, origin=f"session://{session_id}",
             trust=Trust.CURATED, sensitivity=DataLevel.INTERNAL, acl=WHOLE_TENANT,
             owner_user_id=owner_user_id, freshness=Freshness(),
-            tokens=count_tokens(content), priority=90, never_compress=not reference,
+            tokens=count_tokens(view.block), priority=90, never_compress=not view.reference,
             seq=None if first is None else first - 1,
-            reason="session compaction " + ("reference view" if reference else "summary")))
-    out += session_candidates([by_seq[s] for s in seqs], tenant_id=tenant_id,
-                              session_id=session_id, owner_user_id=owner_user_id,
-                              count_tokens=count_tokens)
+            reason="session compaction " + ("reference view" if view.reference else "summary")))
+    out += session_candidates(shown, tenant_id=tenant_id, session_id=session_id,
+                              owner_user_id=owner_user_id, count_tokens=count_tokens)
     return out

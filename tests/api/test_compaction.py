@@ -83,14 +83,27 @@ async def test_auto_compaction_in_a_turn(client: httpx.AsyncClient, make_key: Ke
     assert got["revision"] == 2
     assert any(c["text"].rstrip(".") in DISCOUNT or DISCOUNT.rstrip(".") in c["text"]
                for c in got["constraints"]), got["constraints"]
-    # the turn after: the qualifier still cannot be dropped; lineage names the first run
+    assert record["reused"] is False
+    # the turn after serves the same view again (nothing new to compact): no second run
     again = await _turn(client, key, "turn-c2")
     second = again["manifest"]["compaction"]
-    assert second is not None and second["validation"]["ok"] is True
-    assert second["previous_compaction_id"] == record["compaction_id"]
+    assert second == {**record, "reused": True}
     assert DISCOUNT in _text(again)
+    assert f"session://s-long/compaction/{record['compaction_id']}" in [
+        s["ref"] for s in again["manifest"]["segments"]]
     stored = await client.get("/v1/manifests/turn-c1", headers=bearer(key))
     assert stored.status_code == 200 and stored.json()["compaction"] == record
+    # once the events appended since outgrow the threshold, it compacts again, on top of the
+    # first run (lineage), and the qualifier still cannot be dropped
+    r = await client.post("/v1/sessions/s-long/events", headers=bearer(key),
+                          json={"user_id": "alice", "events": _long_session()[3:]})
+    assert r.status_code == 201, r.text
+    third = await _turn(client, key, "turn-c3")
+    rerun = third["manifest"]["compaction"]
+    assert rerun["reused"] is False and rerun["compaction_id"] != record["compaction_id"]
+    assert rerun["previous_compaction_id"] == record["compaction_id"]
+    assert rerun["validation"]["ok"] is True
+    assert DISCOUNT in _text(third)
 
 
 async def test_manual_compaction_and_ownership(client: httpx.AsyncClient, make_key: KeyMaker,
@@ -111,9 +124,10 @@ async def test_manual_compaction_and_ownership(client: httpx.AsyncClient, make_k
     missing = await client.post("/v1/sessions/nope/compact", headers=bearer(key), json={
         "user_id": "alice", "budget_tokens": 800})
     assert missing.status_code == 404
-    # a later turn builds on the manual run's lineage
+    # a later turn is served the manual run's view while it still fits
     body = await _turn(client, key, "turn-m1")
-    assert body["manifest"]["compaction"]["previous_compaction_id"] == rec["compaction_id"]
+    served = body["manifest"]["compaction"]
+    assert served["compaction_id"] == rec["compaction_id"] and served["reused"] is True
     assert DISCOUNT in _text(body)
 
 

@@ -20,14 +20,14 @@ from app.ports import StoredCompaction
 INSERT_SQL = text("""
 INSERT INTO session_compactions
     (tenant_id, session_id, compaction_id, cut_seq, summary, summary_sha256, ok,
-     consecutive_failures, breaker_open, record)
+     consecutive_failures, breaker_open, record, view)
 VALUES (:tenant_id, :session_id, :compaction_id, :cut_seq, :summary, :summary_sha256, :ok,
-        :consecutive_failures, :breaker_open, CAST(:record AS jsonb))
+        :consecutive_failures, :breaker_open, CAST(:record AS jsonb), CAST(:view AS jsonb))
 ON CONFLICT (tenant_id, session_id, compaction_id) DO NOTHING
 """)
 LATEST_SQL = text("""
 SELECT compaction_id, created_at, cut_seq, summary_sha256, ok, consecutive_failures,
-       breaker_open, record
+       breaker_open, record, view
 FROM session_compactions WHERE tenant_id = :tenant_id AND session_id = :session_id
 ORDER BY created_at DESC, compaction_id LIMIT 1
 """)
@@ -47,10 +47,10 @@ class PgCompactionStore:
             compaction_id=row.compaction_id, created_at=row.created_at, cut_seq=row.cut_seq,
             summary_sha256=row.summary_sha256, ok=row.ok,
             consecutive_failures=row.consecutive_failures, breaker_open=row.breaker_open,
-            record=row.record)
+            record=row.record, view=row.view)
 
     async def insert(self, *, tenant_id: str, session_id: str, record: dict[str, Any],
-                     summary: str) -> None:
+                     summary: str, view: dict[str, Any] | None = None) -> None:
         validation = record.get("validation")
         params = {
             "tenant_id": tenant_id, "session_id": session_id,
@@ -59,6 +59,7 @@ class PgCompactionStore:
             "ok": bool(validation and validation.get("ok")) and not record.get("breaker_open"),
             "consecutive_failures": int(record.get("consecutive_failures", 0)),
             "breaker_open": bool(record.get("breaker_open")), "record": dumps(record),
+            "view": None if view is None else dumps(view),
         }
         async with self._db.tenant_tx(tenant_id) as conn:
             await conn.execute(INSERT_SQL, params)
