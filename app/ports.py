@@ -129,7 +129,7 @@ class StoredCompaction:
     consecutive_failures: int
     breaker_open: bool
     record: dict[str, Any]
-    view: Any = None  # the served view as stored (``SessionView.to_json``), None before 0006
+    view: dict[str, Any] | None = None  # ``SessionView.to_json()``; None before 0006
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
