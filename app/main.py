@@ -50,6 +50,7 @@ from app.api.routes import (
 )
 from app.core.compaction import AsyncSummarizer, ExtractiveSummarizer
 from app.core.detectors import ALL_DETECTORS, PII_DETECTORS, SECRET_DETECTORS
+from app.core.detectors.prefilter import Prefiltered
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
 from app.core.redaction import profiles_from_json
@@ -78,7 +79,8 @@ def pipeline_config(settings: Settings, cache: FindingsCache | None = None) -> P
         floor=settings.relevance_floor,
         threshold_tokens=settings.reference_threshold_tokens,
         excerpt_tokens=settings.excerpt_tokens,
-        detectors=cached(ALL_DETECTORS, cache or FindingsCache()),
+        # one scan decides which detectors a text needs; one cache entry per text
+        detectors=cached((Prefiltered(ALL_DETECTORS),), cache or FindingsCache()),
     )
 
 

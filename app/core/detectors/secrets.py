@@ -25,7 +25,8 @@ import bisect
 import dataclasses
 import re
 
-from app.core.detectors.base import PatternDetector, shannon_entropy
+from app.core.detectors.base import PatternDetector, fold_ascii, shannon_entropy
+from app.core.detectors.literals import Factor, required_factors
 from app.core.guards.safety import Finding
 
 
@@ -78,6 +79,10 @@ _PEM_MAX = 20000
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class PrivateKeyDetector:
     name: str = "secret.private_key"
+
+    @property
+    def triggers(self) -> tuple[Factor, ...]:  # every finding starts with a BEGIN line
+        return required_factors(_PEM_BEGIN)
 
     def __call__(self, text: str) -> list[Finding]:
         ends = [m.end() for m in _PEM_END.finditer(text)]
@@ -142,9 +147,10 @@ PASSWORD_ASSIGNMENT = PatternDetector(
 
 # ---- high-entropy tokens, only next to a credential word on the same line
 _CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,200}={0,2}(?![A-Za-z0-9+/=_-])")
+# Lower-case, run on the folded window: ``re.IGNORECASE`` would also take the Kelvin sign for
+# ``k``, which no byte-level prefilter sees (``app.core.detectors.literals``).
 _CONTEXT = re.compile(
-    r"(?:key|token|secret|passw|pwd|credential|auth|bearer|session|cookie|signature|密钥|令牌|凭证)",
-    re.IGNORECASE)
+    r"(?:key|token|secret|passw|pwd|credential|auth|bearer|session|cookie|signature|密钥|令牌|凭证)")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _PUBLIC = re.compile(r"pk_(?:live|test)_")  # publishable keys are meant for browsers
 _CONTEXT_CHARS = 40
@@ -161,12 +167,18 @@ def _entropy_ok(token: str) -> bool:
 def _in_context(text: str, start: int) -> bool:
     line_start = text.rfind("\n", max(0, start - _CONTEXT_CHARS), start) + 1
     window = text[max(line_start, start - _CONTEXT_CHARS):start]
-    return _CONTEXT.search(window) is not None
+    return _CONTEXT.search(fold_ascii(window)) is not None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class HighEntropyDetector:
     name: str = "secret.high_entropy"
+
+    fold: bool = True  # its credential words are looked for in a folded window
+
+    @property
+    def triggers(self) -> tuple[Factor, ...]:  # a finding needs a credential word before it
+        return required_factors(_CONTEXT)
 
     def __call__(self, text: str) -> list[Finding]:
         return [Finding(type="secret.high_entropy", action="drop", start=m.start(), end=m.end())
