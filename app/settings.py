@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     redis_prefix: str = "ctxgate"
     admin_token: SecretStr | None = None
 
-    db_pool_size: int = 10
+    db_pool_size: int = 20  # per worker; a turn holds ~10 at once (docs/benchmarks.md)
     max_body_bytes: int = 1_048_576
     policy_revision: str = "ctx-policy-2026-12-01"
 

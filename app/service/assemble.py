@@ -154,10 +154,12 @@ class Assembler:
         collect_ms = (time.perf_counter() - t0) * 1000
         check_task_admission(scope, collected.checkpoint)
         now = datetime.now(UTC)
+        t_compact = time.perf_counter()
         with stage_span(self._tracer, "ctxgate.compaction"):
             session = self._session_candidates(scope, collected)
             compacted = await self._maybe_compact(principal, scope, req, collected,
                                                   sum(c.tokens for c in session))
+        compaction_ms = (time.perf_counter() - t_compact) * 1000
         candidates = self._candidates(scope, req, collected, now, compacted, session)
         checkpoint = (compacted.checkpoint if compacted is not None else None) \
             or collected.checkpoint
@@ -167,7 +169,7 @@ class Assembler:
                 budget=req.budget, now=now, count_tokens=self._count, config=self._config,
                 clock=time.perf_counter, profile=profile)
             record_counts(span, **{f"stage_us.{k}": int(v * 1000) for k, v in timings.items()})
-        timings = {"collect": collect_ms, **timings}
+        timings = {"collect": collect_ms, "compaction": compaction_ms, **timings}
         manifest = build_manifest(
             scope=scope, turn_id=req.turn_id, assembly=assembly,
             max_tokens=req.budget.max_tokens, reserve_output=req.budget.reserve_output,
@@ -199,7 +201,7 @@ class Assembler:
                 return None, [], []
             found: list[TranscriptHit] = []
             if scope.session_visibility > Visibility.SELF:
-                found = await self._sessions.search(
+                found = await self._sessions.search_owned(
                     tenant_id=scope.tenant_id, session_id=scope.session_id,
                     user_id=scope.user_id, visibility=scope.session_visibility,
                     query=req.query, limit=TRANSCRIPT_HITS, exclude_current=True)

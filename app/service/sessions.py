@@ -64,6 +64,15 @@ class SessionService:
                      exclude_current: bool = False) -> list[TranscriptHit]:
         """Transcript search over the sessions ``visibility`` opens to this user."""
         await self._owned(tenant_id, session_id, user_id)
+        return await self.search_owned(tenant_id=tenant_id, session_id=session_id,
+                                       user_id=user_id, visibility=visibility, query=query,
+                                       limit=limit, exclude_current=exclude_current)
+
+    async def search_owned(self, *, tenant_id: str, session_id: str, user_id: str,
+                           visibility: Visibility, query: str, limit: int,
+                           exclude_current: bool = False) -> list[TranscriptHit]:
+        """``search`` for a caller that has just checked ``user_id`` owns the session (a
+        turn's ``hot_tail`` did): the archive is not asked the same question twice."""
         ids = await self._archive.visible_sessions(
             tenant_id=tenant_id, session_id=session_id, user_id=user_id, visibility=visibility)
         if exclude_current:

@@ -174,3 +174,44 @@ async def test_adapter_sql_alone_isolates_tenants(
                 assert {r["tenant_id"] for r in rows} == {tenant}
         count = await conn.execute(text(knowledge.COUNT_VISIBLE_SQL), {**visible, "cap": 1000})
         assert count.scalar_one() == 1
+
+
+SETTING = text("SELECT current_setting('app.tenant_id', true)")
+
+
+@pytest.mark.parametrize("tenant", ["t'; DROP TABLE sessions; --", "a\\'b\\\\c", "租户-1"])
+async def test_tenant_tx_scopes_any_tenant_text_exactly(db: Database, tenant: str) -> None:
+    async with db.tenant_tx(tenant) as conn:
+        assert (await conn.execute(SETTING)).scalar_one() == tenant
+    async with db.unscoped_tx() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM sessions"))).scalar_one() == 0
+
+
+async def test_tenant_tx_commits_rolls_back_and_leaves_no_tenant_behind(db: Database) -> None:
+    insert = text("INSERT INTO sessions (tenant_id, session_id, user_id) VALUES ('tx', :s, 'u')")
+    async with db.tenant_tx("tx") as conn:
+        await conn.execute(insert, {"s": "kept"})
+
+    async def insert_then_fail() -> None:
+        async with db.tenant_tx("tx") as conn:
+            await conn.execute(insert, {"s": "undone"})
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await insert_then_fail()
+    with pytest.raises(DBAPIError):
+        async with db.tenant_tx("tx") as conn:
+            await conn.execute(insert, {"s": "kept"})  # duplicate key: the tx aborts
+    async with db.tenant_tx("tx") as conn:
+        ids = (await conn.execute(text("SELECT session_id FROM sessions"))).scalars().all()
+        await conn.execute(text("DELETE FROM sessions"))
+    assert ids == ["kept"]
+    for _ in range(4):  # every pooled connection: out of a transaction, with no tenant set
+        async with db.unscoped_statement() as conn:
+            assert (await conn.execute(SETTING)).scalar_one() in (None, "")
+            raw = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+            assert not raw.is_in_transaction()
+    with pytest.raises(ValueError, match="tenant_id"):
+        async with db.tenant_tx("") as conn:
+            pass

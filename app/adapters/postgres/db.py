@@ -7,6 +7,7 @@ Contract:
 - ``tenant_tx(tenant_id)`` yields a connection inside a transaction whose first statement is
   ``set_config('app.tenant_id', tenant_id, true)``: transaction-local, so a pooled
   connection never carries a tenant into the next checkout. Every adapter query runs here.
+- ``unscoped_statement()`` is a connection without a transaction, for single statements.
 - ``unscoped_tx()`` is for the SECURITY DEFINER key functions and ``alembic_version``: the
   app role has no privilege on tenant tables that RLS would not filter to zero rows anyway.
 - ``ping()`` and ``migrations_current()`` back ``/readyz``.
@@ -31,8 +32,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app.adapters.postgres.migrate import head
 
-SET_TENANT = text("SELECT set_config('app.tenant_id', :tenant_id, true)")
 SELECT_VERSION = text("SELECT version_num FROM alembic_version")
+
+
+def _literal(value: str) -> str:
+    """A PostgreSQL escape-string literal: safe whatever standard_conforming_strings says."""
+    return "E'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def app_url(owner_url: str, role: str, password: str | None) -> str:
@@ -51,6 +56,7 @@ class Database:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     async def open(
@@ -61,7 +67,10 @@ class Database:
         engine = create_async_engine(
             app_url(owner_url, role, password),
             pool_size=pool_size,
-            max_overflow=pool_size,
+            # No overflow: a connection opened past the pool is closed on return, and a turn
+            # fans out to ~10 at once, so under load overflow meant a new backend (fork,
+            # auth, codec introspection, re-prepares) per query. Waiting for one is cheaper.
+            max_overflow=0,
             pool_recycle=1800,
             json_deserializer=orjson.loads,
             connect_args={
@@ -77,17 +86,44 @@ class Database:
 
     @asynccontextmanager
     async def tenant_tx(self, tenant_id: str) -> AsyncIterator[AsyncConnection]:
-        """A transaction scoped to ``tenant_id`` by RLS; commits on success."""
-        if not tenant_id:
-            raise ValueError("tenant_id must be non-empty")
-        async with self.engine.begin() as conn:
-            await conn.execute(SET_TENANT, {"tenant_id": tenant_id})
-            yield conn
+        """A transaction scoped to ``tenant_id`` by RLS; commits on success, rolls back on
+        an exception, and discards the connection if even that fails (it must never go back
+        to the pool inside a transaction that carries a tenant)."""
+        if not tenant_id or "\x00" in tenant_id:
+            raise ValueError("tenant_id must be non-empty text")
+        # SQLAlchemy's BEGIN, a prepared set_config and COMMIT were three round trips and most
+        # of a turn's driver CPU (docs/benchmarks.md). On an autocommit connection one simple
+        # query opens the transaction and scopes it; SQLAlchemy then runs inside it.
+        async with self._autocommit.connect() as conn:
+            raw = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+            await raw.execute(f"BEGIN; SELECT set_config('app.tenant_id', {_literal(tenant_id)},"
+                              " true)")
+            try:
+                yield conn
+            except BaseException:
+                try:
+                    await raw.execute("ROLLBACK")
+                except BaseException:
+                    await conn.invalidate()
+                    raise
+                raise
+            try:
+                await raw.execute("COMMIT")
+            except BaseException:
+                await conn.invalidate()
+                raise
 
     @asynccontextmanager
     async def unscoped_tx(self) -> AsyncIterator[AsyncConnection]:
         """A transaction with no tenant set: tenant tables read as empty here."""
         async with self.engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def unscoped_statement(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for one statement that needs no transaction (a key lookup)."""
+        async with self._autocommit.connect() as conn:
             yield conn
 
     async def ping(self) -> bool:

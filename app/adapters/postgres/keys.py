@@ -65,7 +65,7 @@ class PgKeyStore:
             return bool((await conn.execute(_REVOKE, {"key_id": key_id})).scalar_one())
 
     async def principal(self, *, key_hash: bytes) -> Principal | None:
-        async with self._db.unscoped_tx() as conn:
+        async with self._db.unscoped_statement() as conn:
             row = (await conn.execute(_PRINCIPAL, {"key_hash": key_hash})).first()
         if row is None:
             return None
