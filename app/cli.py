@@ -78,8 +78,20 @@ def cmd_serve(args: argparse.Namespace) -> None:
         if settings.database_url and settings.admin_token and \
                 os.environ.get("CTXGATE_ADMIN_TOKEN") is None:
             print(f"admin token: {settings.data_dir / 'admin_token'}", file=sys.stderr)
-        uvicorn.run(create_app(settings), host=args.host, port=args.port,
-                    log_level="info", access_log=False)
+        if args.workers == 1:
+            uvicorn.run(create_app(settings), host=args.host, port=args.port,
+                        log_level="info", access_log=False)
+            return
+        # Worker processes build their own app from the environment: hand them the store
+        # URLs and admin token this process resolved (the embedded stores stay ours).
+        for name, value in (("CTXGATE_DATABASE_URL", settings.database_url),
+                            ("CTXGATE_REDIS_URL", settings.redis_url),
+                            ("CTXGATE_ADMIN_TOKEN", settings.admin_token.get_secret_value()
+                             if settings.admin_token else None)):
+            if value is not None:
+                os.environ[name] = value
+        uvicorn.run("app.main:create_app", factory=True, workers=args.workers, host=args.host,
+                    port=args.port, log_level="info", access_log=False)
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:
@@ -133,6 +145,8 @@ def parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the HTTP API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--workers", type=int, default=1,
+                       help="worker processes (metrics are then per worker)")
     serve.set_defaults(func=cmd_serve)
     sub.add_parser("demo", help="a guided tour on the embedded default").set_defaults(
         func=cmd_demo)
