@@ -50,7 +50,8 @@ def targets(rep: dict[str, Any]) -> list[dict[str, Any]]:
     sat = sc.get("closed_c32_client_emb", {})
     if sat.get("p99_ms") is not None:
         ok = sat["throughput_rps"] >= 300 and sat["p99_ms"] <= 150
-        out.append(_t("saturation (c=32, 1 worker)", ">= 300 rps at p99 <= 150 ms",
+        out.append(_t(f"saturation (c=32, {rep['server']['workers']} workers)",
+                      ">= 300 rps at p99 <= 150 ms",
                       f"{sat['throughput_rps']} rps, p99 {sat['p99_ms']} ms", ok))
     for name, r in rep["recall"].items():
         if r.get("recall_at_10_mean") is None:
