@@ -17,6 +17,7 @@ most ``MAX_SENTENCES`` sentences per segment and ``MAX_CONFLICTS`` records.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from itertools import combinations
@@ -63,7 +64,8 @@ def authority(seg: Segment) -> int | None:
     return 4
 
 
-def _statements(text: str) -> list[tuple[frozenset[str], bool]]:
+@functools.lru_cache(maxsize=8192)  # pure: the same segments come back turn after turn
+def _statements(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
     out: list[tuple[frozenset[str], bool]] = []
     for match in _SENTENCE.finditer(text):
         terms = frozenset(query_terms(match.group()))
@@ -71,11 +73,11 @@ def _statements(text: str) -> list[tuple[frozenset[str], bool]]:
             out.append((terms, bool(_POLARITY.search(match.group()))))
         if len(out) >= MAX_SENTENCES:
             break
-    return out
+    return tuple(out)
 
 
-def _disagree(higher: list[tuple[frozenset[str], bool]],
-              lower: list[tuple[frozenset[str], bool]]) -> int:
+def _disagree(higher: tuple[tuple[frozenset[str], bool], ...],
+              lower: tuple[tuple[frozenset[str], bool], ...]) -> int:
     """The most shared terms of any opposite-polarity sentence pair (0: no conflict)."""
     best = 0
     for h_terms, h_pol in higher:
