@@ -34,6 +34,9 @@ from app.core.model import Acl, DataLevel, KnowledgeHit, Trust
 from app.ports import KnowledgeQuery, NewDocument
 
 EXACT_MAX_ROWS = 1000  # exact search over <= 1k filtered vectors costs a few ms
+# At 100k chunks with a tenant holding 22% of them, ef_search 40 gave recall@10 0.91 and 100
+# gave 0.96 at about the same p50 (docs/benchmarks.md): the iterative scan stops sooner.
+EF_SEARCH_MIN = 100
 
 VISIBLE = """
     c.tenant_id = :tenant_id AND c.is_current
@@ -69,25 +72,22 @@ ANN_SETTINGS_SQL = """
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', :ef_search, true)
 """
-# Ranking is the cost of a lexical search (ts_rank_cd reads every match's positions), and a
-# broad OR query matches a share of the tenant, so ranking all matches grew with the corpus
-# (28 ms at 5k chunks, ~10x that at 50k). Ranked instead: every chunk holding *all* terms
-# plus the first FTS_RANK_MAX holding any, each set capped. The vector leg carries semantic
-# recall; what the lexical leg may miss is a partial match beyond the cap.
-FTS_RANK_MAX = 300
+# Ranking is the cost of a lexical search, and a broad OR query matches a share of the
+# tenant, so ranking every match grew with the corpus (28 ms at 5k chunks, ~10x at 50k).
+# Ranked instead: the first FTS_RANK_MAX matches, by ts_rank (term frequency: chunks holding
+# more of the terms first; a third of ts_rank_cd's cost, which reads positions). Bounded at
+# ~5 ms whatever the corpus; a tenant with more matches than that has an arbitrary pool, and
+# the vector leg carries recall there. An all-terms pre-pass was tried: with no full match it
+# filtered the tenant's every row (~45 ms at 50k chunks), because the planner will not use
+# GIN for an AND of frequent terms.
+FTS_RANK_MAX = 1000
 SEARCH_TEXT_SQL = f"""
-WITH q AS (SELECT to_tsquery('simple', :tsquery) AS any_q,
-                  to_tsquery('simple', replace(:tsquery, ' | ', ' & ')) AS all_q),
-strict AS MATERIALIZED (
-    SELECT c.id FROM knowledge_chunks c, q WHERE {VISIBLE} AND c.tsv @@ q.all_q
-    LIMIT {FTS_RANK_MAX}),
-loose AS MATERIALIZED (
-    SELECT c.id FROM knowledge_chunks c, q WHERE {VISIBLE} AND c.tsv @@ q.any_q
-    LIMIT {FTS_RANK_MAX}),
-pool AS (SELECT id FROM strict UNION SELECT id FROM loose)
-SELECT {_HIT}, ts_rank_cd(c.tsv, q.any_q) AS score
-FROM knowledge_chunks c JOIN pool USING (id), q
-ORDER BY score DESC, c.id LIMIT :k
+WITH pool AS MATERIALIZED (
+    SELECT {_HIT}, c.id, c.tsv FROM knowledge_chunks c
+    WHERE {VISIBLE} AND c.tsv @@ to_tsquery('simple', :tsquery)
+    LIMIT {FTS_RANK_MAX})
+SELECT {_HIT.replace("c.", "")}, ts_rank(tsv, to_tsquery('simple', :tsquery)) AS score
+FROM pool ORDER BY score DESC, id LIMIT :k
 """  # noqa: S608 - constant fragments, values are bound
 
 LOCK_DOC_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(:tenant_id || '/' || :doc_id, 0))"
@@ -223,7 +223,7 @@ class PgKnowledgeStore:
         visible = (await conn.execute(_S["count"], {**params, "cap": EXACT_MAX_ROWS})).scalar_one()
         if visible < EXACT_MAX_ROWS:
             return list(await conn.execute(_S["exact"], params))
-        ef_search = str(min(1000, max(40, 2 * k)))
+        ef_search = str(min(1000, max(EF_SEARCH_MIN, 2 * k)))
         await conn.execute(_S["ann_settings"], {"ef_search": ef_search})
         rows = list(await conn.execute(_S["ann"], params))
         if len(rows) < k:  # iterative scan hit hnsw.max_scan_tuples before finding k rows
