@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from app.core.compaction import text as tx
 from app.core.detectors import ALL_DETECTORS
 from app.core.detectors.base import PatternDetector, fold_ascii
-from app.core.detectors.literals import required_factors
+from app.core.detectors.literals import caseless, required_factors
 from app.core.detectors.prefilter import HAVE_HYPERSCAN, Prefiltered, pattern_factors
 from app.core.guards.safety import Finding
 
@@ -113,3 +114,27 @@ def test_ignorecase_patterns_have_no_factors() -> None:
     # re.IGNORECASE matches "K" (Kelvin sign) for "k": no byte literal would see it
     assert re.search(r"key", "\u212aey", re.IGNORECASE)
     assert required_factors(re.compile(r"key", re.IGNORECASE)) == ()
+
+
+def test_caseless_folds_every_letter_ignorecase_equates_with_ascii() -> None:
+    letter = re.compile("[a-z]", re.IGNORECASE)
+    for cp in range(0x80, 0x110000):
+        ch = chr(cp)
+        if letter.fullmatch(ch):
+            folded = caseless(ch)
+            assert len(folded) == 1 and folded.isascii(), repr(ch)
+            assert re.fullmatch(folded, ch, re.IGNORECASE), repr(ch)
+
+
+def test_cues_answer_as_their_patterns() -> None:
+    cues = [cue for _, cue in tx.QUALIFIERS] + [
+        tx.NEGATION, tx.APPROVAL, tx.GRANT, tx.DECISION, tx.SUPERSEDE, tx.EVIDENCE,
+        tx.FAILURE, tx.QUESTION, tx.NEXT_ACTION, tx.EFFECT_VERB]
+    sentences = [s for text in TEXTS for s in tx.sentences(text)] + [
+        "Tests FAILED", "tests Failed", "ONLY refunds under $50", "ſo it is not Only",
+        "İNSTEAD we ship", "we will go with plan B", "awaiting finance sign-off",
+        "Deployed #INC-42", "下一步：回滚", "commit 0a1b2c3d passed", "nо (Cyrillic o) limit"]
+    for cue in cues:
+        assert cue._factors, cue.pattern.pattern  # every cue has literals to gate on
+        for s in sentences:
+            assert (cue.search(s) is None) == (cue.pattern.search(s) is None), (cue.pattern, s)

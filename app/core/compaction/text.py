@@ -12,44 +12,46 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from app.core.detectors.literals import Cue
 from app.core.fts import query_terms
 from app.core.model import SessionEvent
 
 _I = re.IGNORECASE
-QUALIFIERS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("precondition", re.compile(
+QUALIFIERS: tuple[tuple[str, Cue], ...] = (
+    ("precondition", Cue(re.compile(
         r"\bmust first\b|\brequires? (?:\w+ ){0,2}approval\b|\bonly after\b|"
-        r"\bprecondition\b|须先|必须先|需先|前提", _I)),
-    ("except", re.compile(
-        r"\bexcept(?:ed|ing)?\b|\bexcluding\b|\bexcluded\b|\bunless\b|除外|除了|不含|不包括", _I)),
-    ("limit", re.compile(
-        r"\blimit(?:ed)?\b|\bat most\b|\bno more than\b|\bcapped\b|上限|最多|不超过|至多", _I)),
-    ("deadline", re.compile(
+        r"\bprecondition\b|须先|必须先|需先|前提", _I))),
+    ("except", Cue(re.compile(
+        r"\bexcept(?:ed|ing)?\b|\bexcluding\b|\bexcluded\b|\bunless\b|除外|除了|不含|不包括", _I))),
+    ("limit", Cue(re.compile(
+        r"\blimit(?:ed)?\b|\bat most\b|\bno more than\b|\bcapped\b|上限|最多|不超过|至多", _I))),
+    ("deadline", Cue(re.compile(
         r"\bdeadline\b|\bbefore\b|\bby (?:\d{4}-\d{2}-\d{2}|end of|eod|friday|monday)|"
-        r"截止|之前|\d{4}-\d{2}-\d{2}\s*前", _I)),
-    ("only", re.compile(r"\bonly\b|仅限|仅|只有|只能|只", _I)),
+        r"截止|之前|\d{4}-\d{2}-\d{2}\s*前", _I))),
+    ("only", Cue(re.compile(r"\bonly\b|仅限|仅|只有|只能|只", _I))),
 )
-NEGATION = re.compile(
+NEGATION = Cue(re.compile(
     r"\bnot\b|\bnever\b|\bno\b|n't\b|\bcannot\b|\bwithout\b|\bineligible\b|"
-    r"不|没有|禁止|不得|无", _I)
-APPROVAL = re.compile(
+    r"不|没有|禁止|不得|无", _I))
+APPROVAL = Cue(re.compile(
     r"\bneeds? (?:\w+ ){0,2}approval\b|\bawaiting (?:\w+ ){0,2}(?:sign-?off|approval)\b|"
-    r"\bpending (?:\w+ ){0,2}approval\b|待审批|需要审批|需审批|待确认|待批准", _I)
-GRANT = re.compile(r"\bapproved\b|\bsigned off\b|\bapproval granted\b|已批准|审批通过|已审批", _I)
-DECISION = re.compile(
+    r"\bpending (?:\w+ ){0,2}approval\b|待审批|需要审批|需审批|待确认|待批准", _I))
+GRANT = Cue(re.compile(
+    r"\bapproved\b|\bsigned off\b|\bapproval granted\b|已批准|审批通过|已审批", _I))
+DECISION = Cue(re.compile(
     r"\bdecided\b|\bdecision\b|\bwe will\b|\bagreed\b|\bgo with\b|\bsettled on\b|"
-    r"决定|采用|确定|同意|定为", _I)
-SUPERSEDE = re.compile(
-    r"\binstead\b|\bsupersed\w*|\breplaces?\b|\bno longer\b|\bscrap\b|改为|改成|取代|不再", _I)
-EVIDENCE = re.compile(
-    r"\bpassed\b|\bverified\b|\bsucceeded\b|\bcommit [0-9a-f]{7,40}\b|通过|已验证", _I)
-FAILURE = re.compile(r"(?-i:\bFAILED\b)|\btests? failed\b|失败", _I)
-QUESTION = re.compile(
+    r"决定|采用|确定|同意|定为", _I))
+SUPERSEDE = Cue(re.compile(
+    r"\binstead\b|\bsupersed\w*|\breplaces?\b|\bno longer\b|\bscrap\b|改为|改成|取代|不再", _I))
+EVIDENCE = Cue(re.compile(
+    r"\bpassed\b|\bverified\b|\bsucceeded\b|\bcommit [0-9a-f]{7,40}\b|通过|已验证", _I))
+FAILURE = Cue(re.compile(r"(?-i:\bFAILED\b)|\btests? failed\b|失败", _I))
+QUESTION = Cue(re.compile(
     r"\bopen question\b|\btbd\b|\bto be (?:decided|confirmed)\b|\bunresolved\b|"
-    r"待定|未决|尚未确定", _I)
-NEXT_ACTION = re.compile(r"\bnext (?:safe )?(?:step|action)\b|下一步", _I)
-EFFECT_VERB = re.compile(
-    r"\b(created|deployed|sent|opened)\b|(已?创建|已?部署|已?发送|已?打开)", _I)
+    r"待定|未决|尚未确定", _I))
+NEXT_ACTION = Cue(re.compile(r"\bnext (?:safe )?(?:step|action)\b|下一步", _I))
+EFFECT_VERB = Cue(re.compile(
+    r"\b(created|deployed|sent|opened)\b|(已?创建|已?部署|已?发送|已?打开)", _I))
 EFFECT_ID = re.compile(
     r"#(\w+(?:[.-]\w+)*)|\bid[=:\s]+(\w+(?:[.-]\w+)*)|\b([a-z]+-\d+|\d{3,}|[0-9a-f]{7,40})\b", _I)
 REF = re.compile(r"session://[^\s\]\)]+/events/\d+")

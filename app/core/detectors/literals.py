@@ -19,6 +19,7 @@ detector up.
 
 from __future__ import annotations
 
+import functools
 import re
 import re._constants as c  # the parser's opcodes: no public API exposes a pattern's tree
 import re._parser as p
@@ -155,3 +156,42 @@ def _conjunction(items: Iterable[tuple[Any, Any]]) -> list[Factor]:
                 factors.append(frozenset().union(*(f for f in best if f is not None)))
     cut()
     return factors
+
+
+# Characters ``re.IGNORECASE`` equates with an ASCII letter that ``str.casefold`` does not map
+# to it (casefold already takes the Kelvin sign to "k" and the long s to "s");
+# tests/unit/test_prefilter.py checks the whole Unicode range.
+_IGNORECASE_EXTRA = str.maketrans({"\u0130": "i", "\u0131": "i"})
+
+
+@functools.lru_cache(maxsize=1024)  # a sentence is tested against a dozen cues in a row
+def caseless(text: str) -> str:
+    """``text`` as a case-insensitive pattern's literals see it."""
+    return text.translate(_IGNORECASE_EXTRA).casefold()
+
+
+class Cue:
+    """A keyword pattern that runs only when its required literals occur.
+
+    ``search`` answers exactly as ``pattern.search``. For an ``re.IGNORECASE`` pattern the
+    literals are read off its case-sensitive twin and looked for in ``caseless(text)``. This is
+    for the many short texts the compaction extractor asks a dozen questions each: a leading
+    ``\\b`` makes the engine try every position, four times the cost of a substring test.
+    """
+
+    __slots__ = ("_factors", "_fold", "pattern")
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self._fold = bool(pattern.flags & re.IGNORECASE)
+        twin = re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
+        factors = required_factors(twin)
+        self._factors = tuple(frozenset(caseless(s) for s in f) for f in factors) \
+            if self._fold else factors
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._factors:
+            hay = caseless(text) if self._fold else text
+            if not all(any(s in hay for s in f) for f in self._factors):
+                return None
+        return self.pattern.search(text)
