@@ -15,6 +15,7 @@ import os
 import secrets
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 from pydantic import SecretStr
 
@@ -83,7 +84,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
                         log_level="info", access_log=False)
             return
         # Worker processes build their own app from the environment: hand them the store
-        # URLs and admin token this process resolved (the embedded stores stay ours).
+        # URLs and admin token this process resolved (the embedded stores stay ours), and a
+        # directory where each worker's metrics live so that any of them can serve the sum.
+        metrics_dir = Path(os.environ.setdefault(
+            "PROMETHEUS_MULTIPROC_DIR", str(settings.data_dir.resolve() / "prometheus")))
+        metrics_dir.mkdir(parents=True, exist_ok=True)
+        for stale in metrics_dir.glob("*.db"):  # a previous run's counts are not this run's
+            stale.unlink()
         for name, value in (("CTXGATE_DATABASE_URL", settings.database_url),
                             ("CTXGATE_REDIS_URL", settings.redis_url),
                             ("CTXGATE_ADMIN_TOKEN", settings.admin_token.get_secret_value()
@@ -146,7 +153,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--workers", type=int, default=1,
-                       help="worker processes (metrics are then per worker)")
+                       help="worker processes (/metrics sums them)")
     serve.set_defaults(func=cmd_serve)
     sub.add_parser("demo", help="a guided tour on the embedded default").set_defaults(
         func=cmd_demo)

@@ -14,6 +14,7 @@ and a failed stage records the exception *type*, not its message (which may quot
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.core.model import DropLayer, Layer, Section
 
@@ -101,7 +103,14 @@ class Metrics:
             self.stage_latency.labels(stage=stage).observe(ms / 1000)
 
     def render(self) -> tuple[bytes, str]:
-        """The Prometheus text exposition of this registry, and its content type."""
+        """The Prometheus text exposition of this registry, and its content type. Under
+        several workers (``PROMETHEUS_MULTIPROC_DIR`` set before they start, which
+        ``ctxgate serve --workers N`` does) every worker's values, summed: a scrape lands on
+        one worker, and its own numbers alone would be a random fraction of the traffic."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            merged = CollectorRegistry()
+            MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
+            return generate_latest(merged), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 

@@ -138,3 +138,41 @@ def test_console_provider_has_an_exporter() -> None:
     provider = make_tracer_provider("ctxgate-test", console=True)
     assert provider._active_span_processor._span_processors
     provider.shutdown()
+
+
+_WORKERS_SCRIPT = """
+import multiprocessing, sys
+
+def worker(n):
+    from app.observability import Metrics
+    m = Metrics()
+    for _ in range(n):
+        m.request_latency.labels(route="/v1/context", method="POST", status="200").observe(0.01)
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=worker, args=(n,)) for n in (2, 3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    from app.observability import Metrics
+    sys.stdout.write(Metrics().render()[0].decode())
+"""
+
+
+def test_with_several_workers_any_one_serves_the_sum(tmp_path: Any) -> None:
+    """``ctxgate serve --workers N`` sets PROMETHEUS_MULTIPROC_DIR before the workers start;
+    the multiprocess mode is chosen at import, so this runs in fresh processes."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "workers.py"
+    script.write_text(_WORKERS_SCRIPT)
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(script)], env=env, check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    counts = [s.value for family in text_string_to_metric_families(out)
+              for s in family.samples if s.name == "ctxgate_request_duration_seconds_count"]
+    assert counts == [5.0]
