@@ -36,8 +36,9 @@ def always(_m: re.Match[str], _text: str) -> bool:
 
 
 def fold_ascii(text: str) -> str:
-    """A-Z to a-z and nothing else: spans stay valid (``str.lower`` may change lengths)."""
-    return text.translate(_ASCII_LOWER)
+    """A-Z to a-z and nothing else: spans stay valid (``str.lower`` may change lengths, and
+    lower-cases more than ASCII). Pure-ASCII text takes ``str.lower``, many times faster."""
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
 
 
 def _word_start(text: str, start: int) -> bool:
