@@ -64,7 +64,8 @@ class Database:
 
     @classmethod
     async def open(
-        cls, owner_url: str, *, role: str, password: str | None, pool_size: int = 10
+        cls, owner_url: str, *, role: str, password: str | None, pool_size: int = 10,
+        pool_timeout: float = 10.0,
     ) -> Database:
         """Build the pool (lazily: no connection is made here; ``ping()`` checks one)."""
         head()  # read the scripts directory now, not on the first /readyz
@@ -75,6 +76,7 @@ class Database:
             # fans out to ~10 at once, so under load overflow meant a new backend (fork,
             # auth, codec introspection, re-prepares) per query. Waiting for one is cheaper.
             max_overflow=0,
+            pool_timeout=pool_timeout,  # then sqlalchemy.exc.TimeoutError: a 503 store-busy
             pool_recycle=1800,
             json_deserializer=orjson.loads,
             json_serializer=_json_text,  # the manifest body on every turn: stdlib json was ~2%

@@ -1,0 +1,36 @@
+"""An exhausted database pool is a retryable 503 problem, and the pool recovers."""
+
+from __future__ import annotations
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from app.adapters.postgres.db import Database
+from app.api import errors
+
+
+async def test_pool_exhaustion_is_503_store_busy_and_the_pool_recovers(
+        pg_owner_url: str) -> None:
+    db = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=1,
+                             pool_timeout=0.2)
+    app = FastAPI()
+    errors.install(app)
+
+    @app.get("/nested")
+    async def nested() -> dict[str, int]:
+        async with db.tenant_tx("t"), db.tenant_tx("t"):  # the one connection is taken
+            return {"unreachable": 1}
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            r = await client.get("/nested")
+        assert r.status_code == 503, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.headers["retry-after"] == "1"
+        assert r.json()["type"] == "store-busy"
+        async with db.tenant_tx("t") as conn:  # the held connection went back, clean
+            assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
+    finally:
+        await db.close()
