@@ -64,7 +64,9 @@ def authority(seg: Segment) -> int | None:
     return 4
 
 
-@functools.lru_cache(maxsize=8192)  # pure: the same segments come back turn after turn
+# Pure, and the same segments come back turn after turn. The memo holds the texts themselves,
+# so it stays small: a few dozen sessions' segments, a few MB.
+@functools.lru_cache(maxsize=1024)
 def _statements(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
     out: list[tuple[frozenset[str], bool]] = []
     for match in _SENTENCE.finditer(text):

@@ -92,7 +92,6 @@ def query_terms(text: str) -> list[str]:
 
 
 def tsquery(text: str) -> str | None:
-    """An OR ``to_tsquery('simple', ...)`` expression, or None if the query has no terms.
-    Terms are joined by ``' | '``: the knowledge search derives the AND form from that."""
+    """An OR ``to_tsquery('simple', ...)`` expression, or None if the query has no terms."""
     terms = query_terms(text)
     return " | ".join(terms) if terms else None

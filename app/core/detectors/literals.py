@@ -128,21 +128,19 @@ def _conjunction(items: Iterable[tuple[Any, Any]]) -> list[Factor]:
 
     for op, av in items:
         alts = _alternatives(op, av)
-        if alts is None and op in _REPEATS and av[0] >= 1:
+        repeat = alts is None and op in _REPEATS and av[0] >= 1
+        if repeat:  # a mandatory repeat too long to spell out: its body's first copy
             alts = _sequence_alternatives(av[2].data)
             if alts is None:
                 cut()
                 factors.extend(_conjunction(av[2].data))
                 continue
-            if len(run) * len(alts) > _RUN_MAX:
-                cut()
-            run = _product(run, alts)
-            cut()  # the body may repeat: what follows is not adjacent to its first copy
-            continue
         if alts is not None:
             if len(run) * len(alts) > _RUN_MAX:
                 cut()
             run = _product(run, alts)
+            if repeat:
+                cut()  # the body may repeat: what follows is not adjacent to its first copy
             continue
         cut()
         if op is c.SUBPATTERN and not av[1] & re.IGNORECASE:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
+from typing import ClassVar
 
 from app.core.detectors.base import PatternDetector, fold_ascii, shannon_entropy
 from app.core.detectors.literals import Factor, required_factors
@@ -174,7 +175,7 @@ def _in_context(text: str, start: int) -> bool:
 class HighEntropyDetector:
     name: str = "secret.high_entropy"
 
-    fold: bool = True  # its credential words are looked for in a folded window
+    fold: ClassVar[bool] = True  # its credential words are looked for in a folded window
 
     @property
     def triggers(self) -> tuple[Factor, ...]:  # a finding needs a credential word before it
