@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import text
 
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Sql
 from app.adapters.postgres.knowledge import (
     ANN_SETTINGS_SQL,
     COUNT_VISIBLE_SQL,
+    EF_SEARCH_MIN,
     EXACT_MAX_ROWS,
     SEARCH_ANN_SQL,
     SEARCH_EXACT_SQL,
@@ -42,9 +42,9 @@ from app.core import fts
 from app.core.model import DataLevel
 from app.ports import KnowledgeQuery
 
-_COUNT, _EXACT, _ANN = text(COUNT_VISIBLE_SQL), text(SEARCH_EXACT_SQL), text(SEARCH_ANN_SQL)
-_ANN_SET, _FTS = text(ANN_SETTINGS_SQL), text(SEARCH_TEXT_SQL)
-_INFO, _LATEST, _MANIFEST = text(INFO_SQL), text(GET_LATEST_SQL), text(MANIFEST_INSERT_SQL)
+_COUNT, _EXACT, _ANN = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL), Sql(SEARCH_ANN_SQL)
+_ANN_SET, _FTS = Sql(ANN_SETTINGS_SQL), Sql(SEARCH_TEXT_SQL)
+_INFO, _LATEST, _MANIFEST = Sql(INFO_SQL), Sql(GET_LATEST_SQL), Sql(MANIFEST_INSERT_SQL)
 K = 8  # Settings.knowledge_k
 
 
@@ -74,33 +74,32 @@ async def _floor_turn(db: Database, redis: Any, prefix: str, t: FloorTurn,
 
     async def info() -> None:
         async with db.tenant_tx(t.tenant_id) as conn:
-            (await conn.execute(_INFO, {"tenant_id": t.tenant_id,
-                                        "session_id": t.session_id})).first()
+            await conn.fetchrow(_INFO, {"tenant_id": t.tenant_id, "session_id": t.session_id})
 
     async def checkpoint() -> None:
         if t.task_id is None:
             return
         async with db.tenant_tx(t.tenant_id) as conn:
-            (await conn.execute(_LATEST, {"tenant_id": t.tenant_id,
-                                          "task_id": t.task_id})).first()
+            await conn.fetchrow(_LATEST, {"tenant_id": t.tenant_id, "task_id": t.task_id})
 
     async def vector() -> None:
         params = {**vis, "embedding": t.embedding, "k": K}
         async with db.tenant_tx(t.tenant_id) as conn:
-            n = (await conn.execute(_COUNT, {**params, "cap": EXACT_MAX_ROWS})).scalar_one()
+            n = await conn.fetchval(_COUNT, {**params, "cap": EXACT_MAX_ROWS})
             if n < EXACT_MAX_ROWS:
-                list(await conn.execute(_EXACT, params))
+                await conn.fetch(_EXACT, params)
                 return
-            await conn.execute(_ANN_SET, {"ef_search": str(min(1000, max(40, 2 * K)))})
-            if len(list(await conn.execute(_ANN, params))) < K:
-                list(await conn.execute(_EXACT, params))
+            await conn.execute(_ANN_SET,
+                               {"ef_search": str(min(1000, max(EF_SEARCH_MIN, 2 * K)))})
+            if len(await conn.fetch(_ANN, params)) < K:
+                await conn.fetch(_EXACT, params)
 
     async def fulltext() -> None:
         q = fts.tsquery(t.query)
         if q is None:
             return
         async with db.tenant_tx(t.tenant_id) as conn:
-            list(await conn.execute(_FTS, {**vis, "tsquery": q, "k": K}))
+            await conn.fetch(_FTS, {**vis, "tsquery": q, "k": K})
 
     await asyncio.gather(tail(), info(), checkpoint(), vector(), fulltext())
     turn_id = f"floor_{uuid.uuid4().hex[:16]}"
@@ -151,9 +150,8 @@ async def measure_recall(owner_url: str, tenant: str, embeddings: list[list[floa
             params = {**_visible(FloorTurn(tenant, "", None, user_id, groups, domain, "", emb),
                                  level), "embedding": emb, "k": k}
             async with db.tenant_tx(tenant) as conn:
-                exact = [(r.doc_id, r.chunk_no) for r in await conn.execute(_EXACT, params)]
-                visible = int((await conn.execute(
-                    _COUNT, {**params, "cap": 10**9})).scalar_one())
+                exact = [(r.doc_id, r.chunk_no) for r in await conn.fetch(_EXACT, params)]
+                visible = int(await conn.fetchval(_COUNT, {**params, "cap": 10**9}))
             got = {(h.doc_id, h.chunk_no) for h in hits}
             if exact:
                 recalls.append(len(got & set(exact)) / len(exact))

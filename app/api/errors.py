@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.adapters.embedders.errors import EmbedderError
+from app.adapters.postgres.db import StoreBusy
 from app.core.errors import (
     BudgetTooSmall,
     Conflict,
@@ -101,7 +101,7 @@ async def _store_busy(_: Request, exc: Exception) -> Response:
     # The pool has no overflow (app/adapters/postgres/db.py): under overload a turn waits for
     # a connection and, past the pool timeout, fails here before anything was persisted.
     log.warning("database pool exhausted: %s", exc)
-    response = problem(503, "store-busy", "Store busy",
+    response = problem(503, StoreBusy.type, "Store busy",
                        "no database connection became free in time; retry")
     response.headers["Retry-After"] = "1"
     return response
@@ -117,5 +117,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(EmbedderError, _embedder)
-    app.add_exception_handler(PoolTimeout, _store_busy)
+    app.add_exception_handler(StoreBusy, _store_busy)
     app.add_exception_handler(Exception, _unexpected)

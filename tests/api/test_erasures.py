@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
 
+from app.adapters.postgres.db import Sql
 from app.main import Container
 from app.ports import AuditRecord
 from app.service.erasure import tombstone
@@ -18,11 +18,11 @@ from tests.api.conftest import KeyMaker, bearer
 
 EMBEDDING = [0.05] * 384
 U, V = "user-u", "user-v"
-MEMORY_SQL = text("""
+MEMORY_SQL = Sql("""
 INSERT INTO memories (tenant_id, memory_id, statement, norm_sha256, origin, scope_level, user_id,
     owner, source_session, sensitivity, status, search_text)
 VALUES (:t, :id, :s, md5(:s), 'user_stated', :level, :u, :owner, :sess, 1, 'active', :s)""")
-HISTORY_SQL = text("""
+HISTORY_SQL = Sql("""
 INSERT INTO memory_history (tenant_id, memory_id, version, action, actor, snapshot)
 VALUES (:t, :id, 1, 'created', 'key', CAST(:snap AS jsonb))""")
 
@@ -166,12 +166,12 @@ async def _after(c: httpx.AsyncClient, container: Container, tenant: str, key: s
     done = [r for r in audit["records"] if r["kind"] == "erasure.completed"]
     assert done and done[0]["detail"]["subject"] == tomb
     async with container.db.tenant_tx(tenant) as conn:
-        team = (await conn.execute(text(
+        team = await conn.fetchval(Sql(
             "SELECT owner FROM memories WHERE tenant_id = :t AND memory_id = 'm-team'"),
-            {"t": tenant})).scalar_one()
-        kept = (await conn.execute(text(
+            {"t": tenant})
+        kept = await conn.fetchval(Sql(
             "SELECT count(*) FROM memories WHERE tenant_id = :t AND user_id = :v"),
-            {"t": tenant, "v": V})).scalar_one()
+            {"t": tenant, "v": V})
     assert team == tomb and kept == 1
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import text
 
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Sql
 from app.api import errors
 
 
@@ -31,6 +30,6 @@ async def test_pool_exhaustion_is_503_store_busy_and_the_pool_recovers(
         assert r.headers["retry-after"] == "1"
         assert r.json()["type"] == "store-busy"
         async with db.tenant_tx("t") as conn:  # the held connection went back, clean
-            assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
+            assert await conn.fetchval(Sql("SELECT 1")) == 1
     finally:
         await db.close()

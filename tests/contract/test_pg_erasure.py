@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from sqlalchemy import text
-
+from app.adapters.postgres.db import Sql
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers, scrub
 from app.adapters.redis.erasure import RedisEraser
 from app.main import Container
 from app.ports import Eraser, ErasureJob
 from app.service.erasure import ErasureService, ErasureWorker, tombstone
 
-CHECKPOINT_SQL = text("""
+CHECKPOINT_SQL = Sql("""
 INSERT INTO task_checkpoints (tenant_id, task_id, revision, user_id, body)
 VALUES (:t, :task, 1, :u, '{}'::jsonb)""")
-RUNNING_SQL = text("""
+RUNNING_SQL = Sql("""
 INSERT INTO erasures (tenant_id, erasure_id, user_id, status, requested_by, attempts, receipt,
     started_at)
 VALUES (:t, :id, :u, 'running', 'key-admin', 1, '{}'::jsonb, now())""")

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import pytest
-from sqlalchemy.exc import DBAPIError
 
 from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.db import Database
@@ -59,7 +59,7 @@ async def test_audit_failure_rolls_back_the_manifest(db: Database, tenant: str) 
     store = PgManifestStore(db)
     broken = AuditRecord(turn_id="turn-x", kind=None, principal="key_1",  # type: ignore[arg-type]
                          ref=None, rule=None, detail={})
-    with pytest.raises(DBAPIError):
+    with pytest.raises(asyncpg.PostgresError):
         await store.insert(tenant_id=tenant, manifest=manifest("turn-x"), audit=[broken])
     assert await store.get(tenant_id=tenant, turn_id="turn-x") is None
 

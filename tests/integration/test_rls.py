@@ -12,15 +12,15 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.adapters.postgres import knowledge, manifests, sessions, tasks
 from app.adapters.postgres.audit import LIST_SQL as AUDIT_LIST_SQL
 from app.adapters.postgres.audit import PgAuditLog
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Sql
 from app.adapters.postgres.knowledge import PgKnowledgeStore
 from app.adapters.postgres.manifests import PgManifestStore
 from app.adapters.postgres.sessions import PgSessionArchive
@@ -89,11 +89,11 @@ async def test_rls_alone_isolates_tenants(
 
     async with db.tenant_tx(tenant) as conn:
         for table in TABLES:
-            seen = (await conn.execute(text(f"SELECT DISTINCT tenant_id FROM {table}"))).all()
+            seen = await conn.fetch(Sql(f"SELECT DISTINCT tenant_id FROM {table}"))
             assert [r[0] for r in seen] == [tenant], table
-        hits = (await conn.execute(text(
+        hits = await conn.fetch(Sql(
             "SELECT tenant_id FROM knowledge_chunks ORDER BY embedding <=> :v LIMIT 50"),
-            {"v": [1.0] + [0.0] * 383})).all()
+            {"v": [1.0] + [0.0] * 383})
         assert {r[0] for r in hits} == {tenant}
 
     for table, row in [
@@ -104,37 +104,37 @@ async def test_rls_alone_isolates_tenants(
         ("task_checkpoints", "(tenant_id, task_id, revision, user_id, body) "
                              "VALUES (:t, 'x', 1, 'u', '{}')"),
     ]:
-        with pytest.raises(DBAPIError, match="row-level security"):
+        with pytest.raises(asyncpg.PostgresError, match="row-level security"):
             async with db.tenant_tx(tenant) as conn:
-                await conn.execute(text(f"INSERT INTO {table} {row}"), {"t": other_tenant})
+                await conn.execute(Sql(f"INSERT INTO {table} {row}"), {"t": other_tenant})
 
     async with db.tenant_tx(tenant) as conn:  # updates of B's rows match nothing
-        result = await conn.execute(text("UPDATE sessions SET last_seq = 99 WHERE tenant_id = :t"),
-                                    {"t": other_tenant})
-        assert result.rowcount == 0
+        updated = await conn.execute(Sql("UPDATE sessions SET last_seq = 99 WHERE tenant_id = :t"),
+                                     {"t": other_tenant})
+        assert updated == 0
 
     async with db.unscoped_tx() as conn:
         for table in TABLES:
-            assert (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one() == 0
+            assert await conn.fetchval(Sql(f"SELECT count(*) FROM {table}")) == 0
 
 
 async def test_app_role_is_plain_and_cannot_read_keys(db: Database) -> None:
     async with db.unscoped_tx() as conn:
-        row = (await conn.execute(text(
+        row = await conn.one(Sql(
             "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles "
-            "WHERE rolname = current_user"))).one()
+            "WHERE rolname = current_user"))
         assert tuple(row) == (False, False, False, False)
-        owned = (await conn.execute(text(
+        owned = await conn.fetchval(Sql(
             "SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid) "
             "     + (SELECT count(*) FROM pg_proc WHERE proowner = r.oid) "
-            "FROM pg_roles r WHERE r.rolname = current_user"))).scalar_one()
+            "FROM pg_roles r WHERE r.rolname = current_user"))
         assert owned == 0
-    with pytest.raises(DBAPIError, match="permission denied"):
+    with pytest.raises(asyncpg.PostgresError, match="permission denied"):
         async with db.unscoped_tx() as conn:
-            await conn.execute(text("SELECT * FROM api_keys"))
-    with pytest.raises(DBAPIError, match="permission denied"):
+            await conn.execute(Sql("SELECT * FROM api_keys"))
+    with pytest.raises(asyncpg.PostgresError, match="permission denied"):
         async with db.tenant_tx("t") as conn:
-            await conn.execute(text("DELETE FROM manifests"))
+            await conn.execute(Sql("DELETE FROM manifests"))
 
 
 async def test_adapter_sql_alone_isolates_tenants(
@@ -176,19 +176,19 @@ async def test_adapter_sql_alone_isolates_tenants(
         assert count.scalar_one() == 1
 
 
-SETTING = text("SELECT current_setting('app.tenant_id', true)")
+SETTING = Sql("SELECT current_setting('app.tenant_id', true)")
 
 
 @pytest.mark.parametrize("tenant", ["t'; DROP TABLE sessions; --", "a\\'b\\\\c", "租户-1"])
 async def test_tenant_tx_scopes_any_tenant_text_exactly(db: Database, tenant: str) -> None:
     async with db.tenant_tx(tenant) as conn:
-        assert (await conn.execute(SETTING)).scalar_one() == tenant
+        assert await conn.fetchval(SETTING) == tenant
     async with db.unscoped_tx() as conn:
-        assert (await conn.execute(text("SELECT count(*) FROM sessions"))).scalar_one() == 0
+        assert await conn.fetchval(Sql("SELECT count(*) FROM sessions")) == 0
 
 
 async def test_tenant_tx_commits_rolls_back_and_leaves_no_tenant_behind(db: Database) -> None:
-    insert = text("INSERT INTO sessions (tenant_id, session_id, user_id) VALUES ('tx', :s, 'u')")
+    insert = Sql("INSERT INTO sessions (tenant_id, session_id, user_id) VALUES ('tx', :s, 'u')")
     async with db.tenant_tx("tx") as conn:
         await conn.execute(insert, {"s": "kept"})
 
@@ -199,19 +199,17 @@ async def test_tenant_tx_commits_rolls_back_and_leaves_no_tenant_behind(db: Data
 
     with pytest.raises(RuntimeError):
         await insert_then_fail()
-    with pytest.raises(DBAPIError):
+    with pytest.raises(asyncpg.UniqueViolationError):
         async with db.tenant_tx("tx") as conn:
             await conn.execute(insert, {"s": "kept"})  # duplicate key: the tx aborts
     async with db.tenant_tx("tx") as conn:
-        ids = (await conn.execute(text("SELECT session_id FROM sessions"))).scalars().all()
-        await conn.execute(text("DELETE FROM sessions"))
+        ids = await conn.fetchcol(Sql("SELECT session_id FROM sessions"))
+        await conn.execute(Sql("DELETE FROM sessions"))
     assert ids == ["kept"]
     for _ in range(4):  # every pooled connection: out of a transaction, with no tenant set
-        async with db.unscoped_statement() as conn:
-            assert (await conn.execute(SETTING)).scalar_one() in (None, "")
-            raw = (await conn.get_raw_connection()).driver_connection
-            assert raw is not None
-            assert not raw.is_in_transaction()
+        async with db.connection() as conn:
+            assert await conn.fetchval(SETTING) in (None, "")
+            assert not conn.raw.is_in_transaction()
     with pytest.raises(ValueError, match="tenant_id"):
         async with db.tenant_tx("") as conn:
             pass

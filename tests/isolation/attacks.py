@@ -553,7 +553,6 @@ class Runner:
     observations: dict[str, str] = field(default_factory=dict)
     records: list[logging.LogRecord] | None = None  # caplog's list, scanned per case
     log_leaks: list[str] = field(default_factory=list)
-    sql_debug_rows: set[str] = field(default_factory=set)
 
     def scan_logs(self, case: Case, start: int) -> None:
         """Content canaries forbidden for ``case`` in the log records it caused."""
@@ -566,13 +565,8 @@ class Runner:
                 if t.lower() not in line:
                     continue
                 cls = self.plant.classes[t]
-                where = f"{case.name} -> {record.name}: {cls}:{self.plant.name_of(t)}"
-                # A row of another user or document in tenant A that the service fetched and
-                # then refused shows up in SQLAlchemy's DEBUG row dump: reported, not a leak.
-                if cls not in ("B", "X") and record.name.startswith("sqlalchemy"):
-                    self.sql_debug_rows.add(where)
-                else:
-                    self.log_leaks.append(where)
+                self.log_leaks.append(
+                    f"{case.name} -> {record.name}: {cls}:{self.plant.name_of(t)}")
 
     def forbidden(self, case: Case) -> list[str]:
         sent = request_text(case)

@@ -26,9 +26,9 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import TextClause, text
 
 from app.adapters.postgres import audit, knowledge, manifests, sessions, tasks
+from app.adapters.postgres.db import Sql
 from app.core import pipeline
 from app.core.model import Candidate, Drop, Scope
 from app.main import Container, create_app
@@ -58,16 +58,16 @@ def _is_sql_name(name: str) -> bool:
 
 
 def sql_texts(module: types.ModuleType) -> Iterator[tuple[str, str]]:
-    """Every SQL string of an adapter module: *_SQL constants and the text() built from them."""
+    """Every SQL string of an adapter module: *_SQL constants and the Sql built from them."""
     for name, value in vars(module).items():
         if isinstance(value, str) and _is_sql_name(name):
             yield name, value
-        elif isinstance(value, TextClause):
-            yield name, value.text
+        elif isinstance(value, Sql):
+            yield name, value.source
         elif isinstance(value, dict) and value and all(
-                isinstance(v, TextClause) for v in value.values()):
+                isinstance(v, Sql) for v in value.values()):
             for k, v in value.items():
-                yield f"{name}[{k}]", v.text
+                yield f"{name}[{k}]", v.source
 
 
 def rewritten_globals(module: types.ModuleType, rewrite: Callable[[str], str]
@@ -79,14 +79,14 @@ def rewritten_globals(module: types.ModuleType, rewrite: Callable[[str], str]
         if isinstance(value, str) and _is_sql_name(name):
             new = rewrite(value)
             changed = new != value
-        elif isinstance(value, TextClause):
-            new = text(rewrite(value.text))
-            changed = rewrite(value.text) != value.text
+        elif isinstance(value, Sql):
+            new = Sql(rewrite(value.source))
+            changed = rewrite(value.source) != value.source
         elif isinstance(value, dict) and value and all(
-                isinstance(v, TextClause) for v in value.values()):
-            clauses: dict[Any, TextClause] = value
-            new = {k: text(rewrite(v.text)) for k, v in clauses.items()}
-            changed = any(rewrite(v.text) != v.text for v in clauses.values())
+                isinstance(v, Sql) for v in value.values()):
+            clauses: dict[Any, Sql] = value
+            new = {k: Sql(rewrite(v.source)) for k, v in clauses.items()}
+            changed = any(rewrite(v.source) != v.source for v in clauses.values())
         else:
             continue
         if changed:

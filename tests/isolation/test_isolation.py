@@ -13,9 +13,9 @@ import time
 from collections import Counter
 
 import pytest
-from sqlalchemy import text
 
 from app.adapters.postgres import knowledge, sessions
+from app.adapters.postgres.db import Sql
 from app.core import pipeline
 from app.core.guards.permission import permission_guard
 from tests.isolation.attacks import Runner, build_cases, log_text
@@ -31,7 +31,7 @@ from tests.isolation.conftest import (
 )
 from tests.isolation.plant import bearer, turn_body
 
-LOGGERS = ("app", "uvicorn", "sqlalchemy")
+LOGGERS = ("app", "uvicorn", "asyncpg")
 TABLES = ("sessions", "session_events", "task_checkpoints", "knowledge_chunks", "manifests",
           "audit_log")
 MIN_REWRITTEN = 12  # SQL globals holding a tenant predicate across the five adapters
@@ -57,8 +57,8 @@ async def test_the_mode_is_what_it_claims(armed: Env) -> None:
         assert vars(pipeline)["permission_guard"] is permission_guard
 
     async with armed.container.db.tenant_tx(p.ta) as conn:
-        seen = {table: {r[0] for r in await conn.execute(
-            text(f"SELECT DISTINCT tenant_id FROM {table}"))} for table in TABLES}
+        seen = {table: set(await conn.fetchcol(Sql(f"SELECT DISTINCT tenant_id FROM {table}")))
+                for table in TABLES}
     for table, tenants in seen.items():
         if mode in ("no-rls", "control"):  # RLS is off: an unfiltered SELECT sees B's rows
             assert p.tb in tenants, (table, tenants)
@@ -96,6 +96,8 @@ async def test_attack_matrix(armed: Env, caplog: pytest.LogCaptureFixture,
         caplog.set_level(logging.DEBUG, logger=name)
     guarded = mode in GUARDED_MODES
     runner = Runner(p, guarded=guarded, records=caplog.records)
+    if not guarded:  # the scan's own teeth: no library logs rows, so plant one record
+        logging.getLogger("app.isolation-probe").debug("probe %s", p.tb)
     cases = build_cases(p)
     started = time.perf_counter()
     await runner.run(armed.client, cases)
@@ -119,7 +121,6 @@ async def test_attack_matrix(armed: Env, caplog: pytest.LogCaptureFixture,
         "log_records": len(logs),
         "log_leaks": len(log_leaks),
         "sql_rewritten": armed.patched,
-        "in_tenant_rows_in_sql_debug_log": sorted(runner.sql_debug_rows),
         "observations": runner.observations,
         "failed_checks": sum(len(o.problems) for o in problems),
         "status_5xx": sum(o.status >= 500 for o in attacks),
@@ -138,4 +139,4 @@ async def test_attack_matrix(armed: Env, caplog: pytest.LogCaptureFixture,
         assert not report, f"{len(report)} failures in mode {mode}:\n" + "\n".join(report)
     else:
         assert leaking, "the control mode found no leak: the suite has no teeth"
-        assert log_leaks, "the control mode found no canary in the logs"
+        assert log_leaks, "the log scan missed the canary planted in the control mode"

@@ -11,11 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Sql, Tx
 from app.ports import AuditRecord
 
 INSERT_SQL = """
@@ -33,11 +30,11 @@ LIST_TURN_SQL = f"""
 SELECT {_COLS} FROM audit_log WHERE tenant_id = :tenant_id AND turn_id = :turn_id
 ORDER BY id DESC LIMIT :limit
 """  # noqa: S608 - constant fragments, values are bound
-_INSERT, _LIST, _LIST_TURN = text(INSERT_SQL), text(LIST_SQL), text(LIST_TURN_SQL)
+_INSERT, _LIST, _LIST_TURN = Sql(INSERT_SQL), Sql(LIST_SQL), Sql(LIST_TURN_SQL)
 
 
 async def insert_records(
-    conn: AsyncConnection, tenant_id: str, records: Sequence[AuditRecord]
+    conn: Tx, tenant_id: str, records: Sequence[AuditRecord]
 ) -> None:
     """Insert ``records`` on ``conn`` (which must be a ``tenant_tx`` of ``tenant_id``)."""
     if not records:
@@ -69,9 +66,9 @@ class PgAuditLog:
         params: dict[str, Any] = {"tenant_id": tenant_id, "limit": limit}
         async with self._db.tenant_tx(tenant_id) as conn:
             if turn_id is None:
-                rows = await conn.execute(_LIST, params)
+                rows = await conn.fetch(_LIST, params)
             else:
-                rows = await conn.execute(_LIST_TURN, {**params, "turn_id": turn_id})
+                rows = await conn.fetch(_LIST_TURN, {**params, "turn_id": turn_id})
             return [
                 {"id": r.id, "turn_id": r.turn_id, "at": r.at.isoformat(), "kind": r.kind,
                  "principal": r.principal, "ref": r.ref, "rule": r.rule,

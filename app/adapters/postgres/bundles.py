@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, text
-
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Row, Sql
 from app.core.errors import Conflict
 from app.core.registry import Binding, BundleFile, BundleRevision, Channel
 
@@ -94,7 +92,7 @@ CURRENT_BIND_SQL = """
 SELECT revision, sha256 FROM session_bundles
 WHERE tenant_id = :tenant_id AND session_id = :session_id AND bundle_id = :bundle_id
 """
-_S = {name: text(sql) for name, sql in {
+_S = {name: Sql(sql) for name, sql in {
     "insert": INSERT_SQL, "get": GET_SQL, "list": LIST_SQL, "denied": DENIED_SQL,
     "channel": CHANNEL_SQL, "set_channel": SET_CHANNEL_SQL, "revoke": REVOKE_SQL,
     "deny": DENY_SQL, "repair": REPAIR_CHANNEL_SQL, "state": STATE_SQL, "bind": BIND_SQL,
@@ -109,7 +107,7 @@ def _body(rev: BundleRevision) -> dict[str, Any]:
             "lint": [dict(x) for x in rev.lint]}
 
 
-def _revision(row: Row[Any]) -> BundleRevision:
+def _revision(row: Row) -> BundleRevision:
     body: dict[str, Any] = row.body
     return BundleRevision(
         bundle_id=row.bundle_id, revision=row.revision, runtime=row.runtime, sha256=row.sha256,
@@ -120,7 +118,7 @@ def _revision(row: Row[Any]) -> BundleRevision:
         created_at=row.created_at.isoformat())
 
 
-def _channel(row: Row[Any]) -> Channel:
+def _channel(row: Row) -> Channel:
     return Channel(stable=row.stable_revision, canary=row.canary_revision,
                    canary_share=float(row.canary_share or 0.0),
                    canary_agents=tuple(row.canary_agents or ()))
@@ -134,16 +132,16 @@ class PgBundleStore:
         key = {"tenant_id": tenant_id, "bundle_id": revision.bundle_id,
                "revision": revision.revision}
         async with self._db.tenant_tx(tenant_id) as conn:
-            inserted = (await conn.execute(_S["insert"], {
+            inserted = await conn.fetchrow(_S["insert"], {
                 **key, "runtime": revision.runtime, "sha256": revision.sha256,
-                "body": dumps(_body(revision))})).first()
+                "body": dumps(_body(revision))})
             if inserted is not None:
-                row = (await conn.execute(_S["get"], key)).one()
+                row = await conn.one(_S["get"], key)
                 return _revision(row)
-            if (await conn.execute(_S["denied"], {"tenant_id": tenant_id,
-                                                  "sha256": revision.sha256})).first():
+            if await conn.fetchrow(_S["denied"], {"tenant_id": tenant_id,
+                                                  "sha256": revision.sha256}):
                 raise Conflict("this content was revoked: its hash is on the denylist")
-            existing = _revision((await conn.execute(_S["get"], key)).one())
+            existing = _revision(await conn.one(_S["get"], key))
         if existing.sha256 != revision.sha256:
             raise Conflict(f"revision {revision.revision!r} exists with other files; "
                            "revisions are immutable")
@@ -153,18 +151,18 @@ class PgBundleStore:
                   ) -> BundleRevision | None:
         params = {"tenant_id": tenant_id, "bundle_id": bundle_id, "revision": revision}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_S["get"], params)).first()
+            row = await conn.fetchrow(_S["get"], params)
         return _revision(row) if row is not None else None
 
     async def revisions(self, *, tenant_id: str, bundle_id: str) -> list[BundleRevision]:
         params = {"tenant_id": tenant_id, "bundle_id": bundle_id}
         async with self._db.tenant_tx(tenant_id) as conn:
-            return [_revision(r) for r in await conn.execute(_S["list"], params)]
+            return [_revision(r) for r in await conn.fetch(_S["list"], params)]
 
     async def channel(self, *, tenant_id: str, bundle_id: str) -> Channel | None:
         params = {"tenant_id": tenant_id, "bundle_id": bundle_id}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_S["channel"], params)).first()
+            row = await conn.fetchrow(_S["channel"], params)
         return _channel(row) if row is not None else None
 
     async def set_channel(self, *, tenant_id: str, bundle_id: str, channel: Channel) -> None:
@@ -178,7 +176,7 @@ class PgBundleStore:
                      reason: str) -> bool:
         key = {"tenant_id": tenant_id, "bundle_id": bundle_id, "revision": revision}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_S["revoke"], {**key, "reason": reason})).first()
+            row = await conn.fetchrow(_S["revoke"], {**key, "reason": reason})
             if row is None:
                 return False
             await conn.execute(_S["deny"], {"tenant_id": tenant_id, "sha256": row.sha256,
@@ -191,7 +189,7 @@ class PgBundleStore:
         """(the session's pin or None, whether that pin is revoked, the channel or None)."""
         params = {"tenant_id": tenant_id, "session_id": session_id, "bundle_id": bundle_id}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_S["state"], params)).one()
+            row = await conn.one(_S["state"], params)
         pin = (Binding(bundle_id=bundle_id, revision=row.revision, sha256=row.sha256)
                if row.revision is not None else None)
         channel = _channel(row) if row.stable_revision or row.canary_revision else None
@@ -204,7 +202,7 @@ class PgBundleStore:
                   "bundle_id": binding.bundle_id, "revision": binding.revision,
                   "sha256": binding.sha256, "replace": replace}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_S["bind"], params)).first()
+            row = await conn.fetchrow(_S["bind"], params)
             if row is None:
-                row = (await conn.execute(_S["current_bind"], params)).one()
+                row = await conn.one(_S["current_bind"], params)
         return Binding(bundle_id=binding.bundle_id, revision=row.revision, sha256=row.sha256)

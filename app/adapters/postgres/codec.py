@@ -1,8 +1,8 @@
 """Value encodings shared by the Postgres adapters.
 
-- JSON goes to ``jsonb`` parameters as serialized text (``dumps``): SQLAlchemy's asyncpg
-  dialect installs a jsonb codec that sends a ``str`` as is and parses jsonb columns on read,
-  so values read back are already Python objects (the engine uses orjson for that).
+- JSON goes to ``jsonb`` parameters as serialized text (``dumps``): the pool's jsonb codec
+  (``db.py``) sends a ``str`` as is, refuses anything else, and parses jsonb columns with
+  orjson on read, so values read back are already Python objects.
 - A query vector is bound as a list and sent by pgvector's binary codec, registered on every
   app-role connection (``db.py``). Measured for one 384-d vector: building the text literal
   ``[x,y,...]`` costs ~1.3 ms of Python and the round trip ~0.7 ms, against ~0.3 ms binary.

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
-
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Sql
 from app.ports import StoredCompaction
 
-INSERT_SQL = text("""
+INSERT_SQL = Sql("""
 INSERT INTO session_compactions
     (tenant_id, session_id, compaction_id, cut_seq, summary, summary_sha256, ok,
      consecutive_failures, breaker_open, record, view)
@@ -25,7 +23,7 @@ VALUES (:tenant_id, :session_id, :compaction_id, :cut_seq, :summary, :summary_sh
         :consecutive_failures, :breaker_open, CAST(:record AS jsonb), CAST(:view AS jsonb))
 ON CONFLICT (tenant_id, session_id, compaction_id) DO NOTHING
 """)
-LATEST_SQL = text("""
+LATEST_SQL = Sql("""
 SELECT compaction_id, created_at, cut_seq, summary_sha256, ok, consecutive_failures,
        breaker_open, record, view
 FROM session_compactions WHERE tenant_id = :tenant_id AND session_id = :session_id
@@ -39,8 +37,8 @@ class PgCompactionStore:
 
     async def latest(self, *, tenant_id: str, session_id: str) -> StoredCompaction | None:
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(LATEST_SQL, {"tenant_id": tenant_id,
-                                                   "session_id": session_id})).first()
+            row = await conn.fetchrow(LATEST_SQL, {"tenant_id": tenant_id,
+                                                   "session_id": session_id})
         if row is None:
             return None
         return StoredCompaction(

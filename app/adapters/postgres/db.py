@@ -1,42 +1,125 @@
-"""The service's PostgreSQL connection: one async engine, connected as the app role.
+"""The service's PostgreSQL connection: one asyncpg pool, connected as the app role.
 
 Contract:
-- ``await Database.open(owner_url, role=..., password=..., pool_size=...)`` builds the engine
+- ``await Database.open(owner_url, role=..., password=..., pool_size=...)`` builds the pool
   (lazy: no connection is made until first use) for the *app role*, not the owner, so Row-Level
   Security applies to every statement the service runs. ``app_url()`` derives that URL.
-- ``tenant_tx(tenant_id)`` yields a connection inside a transaction whose first statement is
+- ``tenant_tx(tenant_id)`` yields a ``Tx`` inside a transaction whose first statement is
   ``set_config('app.tenant_id', tenant_id, true)``: transaction-local, so a pooled
   connection never carries a tenant into the next checkout. Every adapter query runs here.
-- ``unscoped_statement()`` is a connection without a transaction, for single statements.
+- ``connection()`` is a ``Tx`` without a transaction: single statements (a key lookup) and
+  session-level advisory locks.
 - ``unscoped_tx()`` is for the SECURITY DEFINER key functions and ``alembic_version``: the
   app role has no privilege on tenant tables that RLS would not filter to zero rows anyway.
+- A connection that does not come free within ``pool_timeout`` raises ``StoreBusy``.
 - ``ping()`` and ``migrations_current()`` back ``/readyz``.
 
-Statements are SQLAlchemy Core ``text()`` with bind parameters: asyncpg prepares each one
-once per connection (SQLAlchemy's statement cache), and results are read as plain rows.
-Each new connection registers pgvector's binary codec (see ``codec`` for when it is used), so
-the ``vector`` extension must exist before the service connects: migrate first.
+Statements are ``Sql``: written with ``:name`` parameters, compiled once to asyncpg's ``$n``,
+prepared once per connection by asyncpg's statement cache; rows are ``Row`` records read by
+attribute. SQLAlchemy Core sat here before: its execution context cost ~0.35 ms of CPU per
+transaction, about 4 ms of a turn's ~11 (docs/benchmarks.md); alembic still uses it.
+Each new connection registers pgvector's binary codec (see ``codec`` for when it is used) and
+a jsonb codec (parameters are serialized text, columns are parsed with orjson), so the
+``vector`` extension must exist before the service connects: migrate first.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import asyncpg
 import orjson
 from pgvector.asyncpg import register_vector
-from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.adapters.postgres.migrate import head
 
-SELECT_VERSION = text("SELECT version_num FROM alembic_version")
+# The same rule as SQLAlchemy's text(): ``:name``, but not a ``::type`` cast.
+_PARAM = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+NO_PARAMS: Mapping[str, Any] = {}
 
 
-def _json_text(value: Any) -> str:
-    return orjson.dumps(value).decode()
+class StoreBusy(Exception):
+    """No database connection came free within the pool timeout."""
+
+    type = "store-busy"
+
+
+class Sql:
+    """A statement with ``:name`` parameters, compiled once to ``$n`` placeholders."""
+
+    __slots__ = ("names", "source", "text")
+
+    def __init__(self, sql: str) -> None:
+        self.source = sql
+        names: list[str] = []
+
+        def number(m: re.Match[str]) -> str:
+            if m.group(1) not in names:
+                names.append(m.group(1))
+            return f"${names.index(m.group(1)) + 1}"
+
+        self.text = _PARAM.sub(number, sql)
+        self.names = tuple(names)
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        return [params[n] for n in self.names]
+
+
+class Row(asyncpg.Record):  # type: ignore[misc]  # asyncpg ships no type information
+    """A result row whose columns read as attributes (``row.doc_id``) or items. (A column
+    named like a Record method — ``keys``, ``values``, ``items``, ``get`` — reads as
+    ``row["keys"]``.)"""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Tx:
+    """One pooled connection, in a transaction or not; every call is one round trip."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: asyncpg.Connection) -> None:
+        self.raw = raw
+
+    async def fetch(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Row]:
+        rows: list[Row] = await self.raw.fetch(sql.text, *sql.args(params))
+        return rows
+
+    async def fetchrow(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> Row | None:
+        row: Row | None = await self.raw.fetchrow(sql.text, *sql.args(params))
+        return row
+
+    async def one(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> Row:
+        """The row ``sql`` must return (an INSERT … RETURNING, a row known to exist)."""
+        row = await self.fetchrow(sql, params)
+        if row is None:
+            raise LookupError(f"no row from {sql.text.split(None, 3)[:3]}")
+        return row
+
+    async def fetchcol(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> list[Any]:
+        """The first column of every row."""
+        return [r[0] for r in await self.fetch(sql, params)]
+
+    async def fetchval(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> Any:
+        return await self.raw.fetchval(sql.text, *sql.args(params))
+
+    async def execute(self, sql: Sql, params: Mapping[str, Any] = NO_PARAMS) -> int:
+        """Run ``sql`` for its effect; the number of rows it touched."""
+        status: str = await self.raw.execute(sql.text, *sql.args(params))
+        last = status.rpartition(" ")[2]
+        return int(last) if last.isdigit() else 0
+
+
+SELECT_VERSION = Sql("SELECT version_num FROM alembic_version")
+SELECT_ONE = Sql("SELECT 1")
 
 
 def _literal(value: str) -> str:
@@ -50,17 +133,33 @@ def app_url(owner_url: str, role: str, password: str | None) -> str:
     return url.render_as_string(hide_password=False)
 
 
-def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+def _jsonb_param(value: Any) -> str:
+    # Adapters serialize JSON themselves (codec.dumps), so a str here is already JSON text;
+    # anything else is a bug that would otherwise store a Python repr.
+    if not isinstance(value, str):
+        raise TypeError(f"jsonb parameters are JSON text (codec.dumps), got {type(value)}")
+    return value
+
+
+async def _init(conn: asyncpg.Connection) -> None:
     # Binary codec for pgvector's type: query vectors go as float4 arrays, not text literals.
-    dbapi_connection.run_async(register_vector)
+    await register_vector(conn)
+    await conn.set_type_codec("jsonb", schema="pg_catalog", encoder=_jsonb_param,
+                              decoder=orjson.loads, format="text")
+
+
+async def _keep(_conn: asyncpg.Connection) -> None:
+    """Release without asyncpg's reset query (RESET ALL, UNLISTEN, …: one round trip per
+    checkout). Nothing here sets session state: the tenant is transaction-local, and an open
+    transaction is still rolled back by the pool before this runs."""
 
 
 class Database:
-    """Owns the app-role engine; adapters borrow transactions from it."""
+    """Owns the app-role pool; adapters borrow transactions from it."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+    def __init__(self, pool: asyncpg.Pool, pool_timeout: float) -> None:
+        self.pool = pool
+        self._timeout = pool_timeout
 
     @classmethod
     async def open(
@@ -69,74 +168,92 @@ class Database:
     ) -> Database:
         """Build the pool (lazily: no connection is made here; ``ping()`` checks one)."""
         head()  # read the scripts directory now, not on the first /readyz
-        engine = create_async_engine(
-            app_url(owner_url, role, password),
-            pool_size=pool_size,
-            # No overflow: a connection opened past the pool is closed on return, and a turn
-            # fans out to ~10 at once, so under load overflow meant a new backend (fork,
-            # auth, codec introspection, re-prepares) per query. Waiting for one is cheaper.
-            max_overflow=0,
-            pool_timeout=pool_timeout,  # then sqlalchemy.exc.TimeoutError: a 503 store-busy
-            pool_recycle=1800,
-            json_deserializer=orjson.loads,
-            json_serializer=_json_text,  # the manifest body on every turn: stdlib json was ~2%
-            connect_args={
-                # JIT compilation costs more than it saves on these short, indexed queries.
-                "server_settings": {"jit": "off", "application_name": "ctxgate"},
-            },
+        url = make_url(app_url(owner_url, role, password)).set(drivername="postgresql")
+        pool = asyncpg.create_pool(
+            url.render_as_string(hide_password=False),
+            min_size=0,
+            # A fixed ceiling: a turn fans out to ~10 connections at once, and under load a
+            # connection opened past the pool meant a new backend (fork, auth, codec
+            # introspection, re-prepares) per query. Waiting for one is cheaper.
+            max_size=pool_size,
+            max_inactive_connection_lifetime=1800,
+            init=_init,
+            reset=_keep,
+            record_class=Row,
+            # JIT compilation costs more than it saves on these short, indexed queries.
+            server_settings={"jit": "off", "application_name": "ctxgate"},
         )
-        event.listen(engine.sync_engine, "connect", _on_connect)
-        return cls(engine)
+        await pool  # min_size=0: starts the pool without connecting
+        return cls(pool, pool_timeout)
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        await self.pool.close()
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant_id: str) -> AsyncIterator[AsyncConnection]:
+    async def _acquire(self) -> AsyncIterator[asyncpg.Connection]:
+        try:
+            raw = await self.pool.acquire(timeout=self._timeout)
+        except TimeoutError as exc:  # also a connect that hangs: the store is not answering
+            raise StoreBusy(f"no connection within {self._timeout} s") from exc
+        try:
+            yield raw
+        finally:
+            await self.pool.release(raw)
+
+    @asynccontextmanager
+    async def tenant_tx(self, tenant_id: str) -> AsyncIterator[Tx]:
         """A transaction scoped to ``tenant_id`` by RLS; commits on success, rolls back on
         an exception, and discards the connection if even that fails (it must never go back
         to the pool inside a transaction that carries a tenant)."""
         if not tenant_id or "\x00" in tenant_id:
             raise ValueError("tenant_id must be non-empty text")
-        # SQLAlchemy's BEGIN, a prepared set_config and COMMIT were three round trips and most
-        # of a turn's driver CPU (docs/benchmarks.md). On an autocommit connection one simple
-        # query opens the transaction and scopes it; SQLAlchemy then runs inside it.
-        async with self._autocommit.connect() as conn:
-            raw = (await conn.get_raw_connection()).driver_connection
-            assert raw is not None
-            await raw.execute(f"BEGIN; SELECT set_config('app.tenant_id', {_literal(tenant_id)},"
-                              " true)")
+        # One simple query opens the transaction and scopes it: BEGIN, a prepared set_config
+        # and COMMIT as separate statements were three round trips.
+        begin = f"BEGIN; SELECT set_config('app.tenant_id', {_literal(tenant_id)}, true)"
+        async with self._transaction(begin) as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def unscoped_tx(self) -> AsyncIterator[Tx]:
+        """A transaction with no tenant set: tenant tables read as empty here."""
+        async with self._transaction("BEGIN") as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def _transaction(self, begin: str) -> AsyncIterator[Tx]:
+        async with self._acquire() as raw:
+            await raw.execute(begin)
             try:
-                yield conn
+                yield Tx(raw)
             except BaseException:
                 try:
                     await raw.execute("ROLLBACK")
                 except BaseException:
-                    await conn.invalidate()
+                    raw.terminate()
                     raise
                 raise
             try:
                 await raw.execute("COMMIT")
             except BaseException:
-                await conn.invalidate()
+                raw.terminate()
                 raise
 
     @asynccontextmanager
-    async def unscoped_tx(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction with no tenant set: tenant tables read as empty here."""
-        async with self.engine.begin() as conn:
-            yield conn
-
-    @asynccontextmanager
-    async def unscoped_statement(self) -> AsyncIterator[AsyncConnection]:
-        """A connection for one statement that needs no transaction (a key lookup)."""
-        async with self._autocommit.connect() as conn:
-            yield conn
+    async def connection(self) -> AsyncIterator[Tx]:
+        """A connection outside any transaction: one statement that needs none (a key
+        lookup), or a session-level advisory lock. A failure inside discards it, so a lock
+        it may still hold never goes back to the pool."""
+        async with self._acquire() as raw:
+            try:
+                yield Tx(raw)
+            except BaseException:
+                raw.terminate()
+                raise
 
     async def ping(self) -> bool:
         try:
-            async with self.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+            async with self.connection() as conn:
+                await conn.fetchval(SELECT_ONE)
         except Exception:
             return False
         return True
@@ -145,7 +262,7 @@ class Database:
         """True when the database is at the newest migration this code knows."""
         try:
             async with self.unscoped_tx() as conn:
-                version = (await conn.execute(SELECT_VERSION)).scalar_one_or_none()
+                version = await conn.fetchval(SELECT_VERSION)
         except Exception:
             return False
-        return version == head()
+        return bool(version == head())

@@ -30,12 +30,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from app.adapters.postgres.audit import insert_records
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Sql, Tx
 from app.ports import AuditRecord, ErasureJob, ErasureTarget, LayerCount
 
 MENTIONS = "jsonb_path_exists({}, 'strict $.** ? (@ == $u)', jsonb_build_object('u', :u))"
@@ -142,8 +139,8 @@ AND :u = ANY(acl_users))""",
                 + MENTIONS.format("body") + ")) + (SELECT count(*) FROM audit_log WHERE "
                 "tenant_id = :t AND (principal = :u OR " + MENTIONS.format("detail") + "))",
 }
-_S = {name: text(sql) for name, sql in {**SQL, **REMAINING}.items()}
-Step = Callable[[AsyncConnection, dict[str, Any]], Coroutine[Any, Any, dict[str, int]]]
+_S = {name: Sql(sql) for name, sql in {**SQL, **REMAINING}.items()}
+Step = Callable[[Tx, dict[str, Any]], Coroutine[Any, Any, dict[str, int]]]
 
 
 def scrub(value: Any, user_id: str, tombstone: str) -> Any:
@@ -165,15 +162,15 @@ def _job(row: Any) -> ErasureJob:
         receipt=row.receipt or {})
 
 
-async def _rowcount(conn: AsyncConnection, name: str, params: dict[str, Any]) -> int:
-    return int((await conn.execute(_S[name], params)).rowcount)
+async def _rowcount(conn: Tx, name: str, params: dict[str, Any]) -> int:
+    return await conn.execute(_S[name], params)
 
 
-async def add_counts(conn: AsyncConnection, target: ErasureTarget, layer: str,
+async def add_counts(conn: Tx, target: ErasureTarget, layer: str,
                      count: LayerCount) -> None:
     """Add ``count`` to the layer's entry in the job's receipt, on ``conn``'s transaction."""
     key = {"t": target.tenant_id, "id": target.erasure_id}
-    receipt: dict[str, Any] = (await conn.execute(_S["receipt"], key)).scalar_one() or {}
+    receipt: dict[str, Any] = await conn.fetchval(_S["receipt"], key) or {}
     layers = receipt.setdefault("layers", {})
     old = layers.get(layer, {"found": 0, "erased": 0, "tables": {}})
     tables = dict(old["tables"])
@@ -184,22 +181,22 @@ async def add_counts(conn: AsyncConnection, target: ErasureTarget, layer: str,
     await conn.execute(_S["save"], {**key, "r": dumps(receipt)})
 
 
-async def _session_archive(conn: AsyncConnection, p: dict[str, Any]) -> dict[str, int]:
+async def _session_archive(conn: Tx, p: dict[str, Any]) -> dict[str, int]:
     return {"session_compactions": await _rowcount(conn, "del_compactions", p),
             "session_bundles": await _rowcount(conn, "del_bundles", p),
             "session_events": await _rowcount(conn, "del_events", p),
             "sessions": await _rowcount(conn, "del_sessions", p)}
 
 
-async def _task_checkpoints(conn: AsyncConnection, p: dict[str, Any]) -> dict[str, int]:
+async def _task_checkpoints(conn: Tx, p: dict[str, Any]) -> dict[str, int]:
     return {"task_checkpoints": await _rowcount(conn, "del_checkpoints", p)}
 
 
-async def _memories(conn: AsyncConnection, p: dict[str, Any]) -> dict[str, int]:
+async def _memories(conn: Tx, p: dict[str, Any]) -> dict[str, int]:
     out = {"memory_history": await _rowcount(conn, "del_user_history", p),
            "memories": await _rowcount(conn, "del_user_memories", p),
            "team_memories_tombstoned": await _rowcount(conn, "tomb_team", p)}
-    rows = list(await conn.execute(_S["take_history"], p))
+    rows = await conn.fetch(_S["take_history"], p)
     if rows:
         await conn.execute(_S["put_history"], {
             "t": p["t"], "ids": [r.memory_id for r in rows], "versions": [r.version for r in rows],
@@ -210,23 +207,23 @@ async def _memories(conn: AsyncConnection, p: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-async def _knowledge(conn: AsyncConnection, p: dict[str, Any]) -> dict[str, int]:
+async def _knowledge(conn: Tx, p: dict[str, Any]) -> dict[str, int]:
     return {"knowledge_chunks": await _rowcount(conn, "del_chunks", p),
             "knowledge_documents": await _rowcount(conn, "del_docs", p),
             "knowledge_documents_acl": await _rowcount(conn, "acl_docs", p),
             "knowledge_chunks_acl": await _rowcount(conn, "acl_chunks", p)}
 
 
-async def _identity(conn: AsyncConnection, p: dict[str, Any]) -> dict[str, int]:
+async def _identity(conn: Tx, p: dict[str, Any]) -> dict[str, int]:
     u, tomb, out = p["u"], p["tomb"], {"manifests": 0, "audit_log": 0}
     while True:  # batches of 500; a scrubbed row no longer matches
-        rows = list(await conn.execute(_S["take_manifests"], p))
+        rows = await conn.fetch(_S["take_manifests"], p)
         if rows:
             await conn.execute(_S["put_manifests"], {
                 "t": p["t"], "ids": [r.turn_id for r in rows],
                 "users": [scrub(r.user_id, u, tomb) for r in rows],
                 "bodies": [dumps(scrub(r.body, u, tomb)) for r in rows]})
-        audit = list(await conn.execute(_S["take_audit"], p))
+        audit = await conn.fetch(_S["take_audit"], p)
         if audit:
             await conn.execute(_S["put_audit"], {
                 "t": p["t"], "ids": [r.id for r in audit],
@@ -267,7 +264,7 @@ class PgEraser:
 
     async def remaining(self, target: ErasureTarget) -> int:
         async with self._db.tenant_tx(target.tenant_id) as conn:
-            return int((await conn.execute(_S[self.layer], _params(target))).scalar_one())
+            return int(await conn.fetchval(_S[self.layer], _params(target)))
 
 
 def pg_erasers(db: Database) -> list[PgEraser]:
@@ -281,46 +278,46 @@ class PgErasureStore:
     async def create(self, *, tenant_id: str, user_id: str, requested_by: str) -> ErasureJob:
         p = {"t": tenant_id, "u": user_id, "by": requested_by, "id": f"er_{uuid.uuid4().hex}"}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_S["create"], p)).first()
+            row = await conn.fetchrow(_S["create"], p)
             if row is None:  # the user already has an open job: that one is the answer
-                row = (await conn.execute(_S["open_of_user"], p)).one()
+                row = await conn.one(_S["open_of_user"], p)
         return _job(row)
 
     async def get(self, *, tenant_id: str, erasure_id: str) -> ErasureJob | None:
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_S["get"], {"t": tenant_id, "id": erasure_id})).first()
+            row = await conn.fetchrow(_S["get"], {"t": tenant_id, "id": erasure_id})
         return _job(row) if row is not None else None
 
     async def open_jobs(self) -> list[tuple[str, str]]:
         async with self._db.unscoped_tx() as conn:
-            return [(r.tenant_id, r.erasure_id) for r in await conn.execute(_S["open"])]
+            return [(r.tenant_id, r.erasure_id) for r in await conn.fetch(_S["open"])]
 
     @asynccontextmanager
     async def claim(self, *, tenant_id: str, erasure_id: str
                     ) -> AsyncIterator[ErasureJob | None]:
         key = {"t": tenant_id, "id": erasure_id}
-        async with self._db.engine.connect() as lock_conn:
-            got = (await lock_conn.execute(_S["lock"], key)).scalar_one()
-            await lock_conn.commit()  # the session lock outlives the transaction
+        # A session lock, on a connection outside any transaction: it outlives the job's
+        # transactions, and is released below (or with the connection, on a failure).
+        async with self._db.connection() as lock_conn:
+            got = await lock_conn.fetchval(_S["lock"], key)
             if not got:  # another worker runs it now
                 yield None
                 return
             try:
                 async with self._db.tenant_tx(tenant_id) as conn:
-                    row = (await conn.execute(_S["start"], key)).first()
+                    row = await conn.fetchrow(_S["start"], key)
                 yield _job(row) if row is not None else None
             finally:
                 await lock_conn.execute(_S["unlock"], key)
-                await lock_conn.commit()
 
     async def plan(self, *, job: ErasureJob, tombstone: str) -> ErasureTarget:
         p = {"t": job.tenant_id, "id": job.erasure_id, "u": job.user_id, "tomb": tombstone}
         async with self._db.tenant_tx(job.tenant_id) as conn:
-            receipt: dict[str, Any] = (await conn.execute(_S["receipt"], p)).scalar_one() or {}
+            receipt: dict[str, Any] = await conn.fetchval(_S["receipt"], p) or {}
             plan = receipt.setdefault("plan", {"sessions": [], "turns": []})
             sessions = set(plan["sessions"]) | set(
-                (await conn.execute(_S["plan_sessions"], p)).scalars())
-            turns = set(plan["turns"]) | set((await conn.execute(_S["plan_turns"], p)).scalars())
+                await conn.fetchcol(_S["plan_sessions"], p))
+            turns = set(plan["turns"]) | set(await conn.fetchcol(_S["plan_turns"], p))
             receipt["plan"] = {"sessions": sorted(sessions), "turns": sorted(turns)}
             await conn.execute(_S["save"], {**p, "r": dumps(receipt)})
         return ErasureTarget(tenant_id=job.tenant_id, erasure_id=job.erasure_id,

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import secrets
 
-from sqlalchemy import text
-
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Sql
 from app.core.model import AssertionPolicy, DataLevel, Principal, Role, Visibility
 from app.ports import NewKey
 
@@ -33,8 +31,8 @@ IDENTITY_SQL = (
     ":issuer, :audience)"
 )
 
-_CREATE, _REVOKE, _PRINCIPAL = text(CREATE_SQL), text(REVOKE_SQL), text(PRINCIPAL_SQL)
-_IDENTITY = text(IDENTITY_SQL)
+_CREATE, _REVOKE, _PRINCIPAL = Sql(CREATE_SQL), Sql(REVOKE_SQL), Sql(PRINCIPAL_SQL)
+_IDENTITY = Sql(IDENTITY_SQL)
 
 
 def new_key_id() -> str:
@@ -57,16 +55,16 @@ class PgKeyStore:
             "key_hash": key_hash,
         }
         async with self._db.unscoped_tx() as conn:
-            key_id = (await conn.execute(_CREATE, params)).scalar_one()
+            key_id = await conn.fetchval(_CREATE, params)
         return str(key_id)
 
     async def revoke(self, *, key_id: str) -> bool:
         async with self._db.unscoped_tx() as conn:
-            return bool((await conn.execute(_REVOKE, {"key_id": key_id})).scalar_one())
+            return bool(await conn.fetchval(_REVOKE, {"key_id": key_id}))
 
     async def principal(self, *, key_hash: bytes) -> Principal | None:
-        async with self._db.unscoped_statement() as conn:
-            row = (await conn.execute(_PRINCIPAL, {"key_hash": key_hash})).first()
+        async with self._db.connection() as conn:
+            row = await conn.fetchrow(_PRINCIPAL, {"key_hash": key_hash})
         if row is None:
             return None
         return Principal(

@@ -24,11 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from app.adapters.postgres.codec import vector_literal
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
 from app.core.model import Acl, DataLevel, KnowledgeHit, Trust
 from app.ports import KnowledgeQuery, NewDocument
@@ -124,7 +121,7 @@ FROM unnest(CAST(:chunk_nos AS integer[]), CAST(:texts AS text[]), CAST(:tokens 
             CAST(:embeddings AS text[]), CAST(:search_texts AS text[]))
      AS ch(chunk_no, text, tokens, embedding, search_text)
 """
-_S = {name: text(sql) for name, sql in {
+_S = {name: Sql(sql) for name, sql in {
     "count": COUNT_VISIBLE_SQL, "exact": SEARCH_EXACT_SQL, "ann": SEARCH_ANN_SQL,
     "ann_settings": ANN_SETTINGS_SQL, "fts": SEARCH_TEXT_SQL, "lock": LOCK_DOC_SQL,
     "delete": DELETE_VERSION_SQL, "doc": INSERT_DOC_SQL, "old_docs": SUPERSEDE_DOCS_SQL,
@@ -144,7 +141,7 @@ def visible_params(query: KnowledgeQuery) -> dict[str, Any]:
     }
 
 
-def _hit(row: Row[Any], rank: int, ranker: str) -> KnowledgeHit:
+def _hit(row: Row, rank: int, ranker: str) -> KnowledgeHit:
     return KnowledgeHit(
         chunk_ref=f"kb://{row.doc_id}#v{row.version}:c{row.chunk_no}",
         doc_id=row.doc_id,
@@ -190,9 +187,9 @@ class PgKnowledgeStore:
         async with self._db.tenant_tx(tenant_id) as conn:
             await conn.execute(_S["lock"], {"tenant_id": tenant_id, "doc_id": document.doc_id})
             await conn.execute(_S["delete"], key)
-            is_current = (await conn.execute(_S["doc"], {
+            is_current = await conn.fetchval(_S["doc"], {
                 **doc, "title": document.title, "source": document.source,
-            })).scalar_one()
+            })
             if is_current:
                 await conn.execute(_S["old_docs"], key)
                 await conn.execute(_S["old_chunks"], key)
@@ -217,17 +214,15 @@ class PgKnowledgeStore:
             rows = await self._nearest(conn, params, query.k)
         return [_hit(r, i, "vector") for i, r in enumerate(rows, start=1)]
 
-    async def _nearest(
-        self, conn: AsyncConnection, params: dict[str, Any], k: int
-    ) -> list[Row[Any]]:
-        visible = (await conn.execute(_S["count"], {**params, "cap": EXACT_MAX_ROWS})).scalar_one()
+    async def _nearest(self, conn: Tx, params: dict[str, Any], k: int) -> list[Row]:
+        visible = await conn.fetchval(_S["count"], {**params, "cap": EXACT_MAX_ROWS})
         if visible < EXACT_MAX_ROWS:
-            return list(await conn.execute(_S["exact"], params))
+            return await conn.fetch(_S["exact"], params)
         ef_search = str(min(1000, max(EF_SEARCH_MIN, 2 * k)))
         await conn.execute(_S["ann_settings"], {"ef_search": ef_search})
-        rows = list(await conn.execute(_S["ann"], params))
+        rows = await conn.fetch(_S["ann"], params)
         if len(rows) < k:  # iterative scan hit hnsw.max_scan_tuples before finding k rows
-            rows = list(await conn.execute(_S["exact"], params))
+            rows = await conn.fetch(_S["exact"], params)
         return rows
 
     async def search_text(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
@@ -236,5 +231,5 @@ class PgKnowledgeStore:
             return []
         params = {**visible_params(query), "tsquery": tsquery, "k": query.k}
         async with self._db.tenant_tx(query.tenant_id) as conn:
-            rows = list(await conn.execute(_S["fts"], params))
+            rows = await conn.fetch(_S["fts"], params)
         return [_hit(r, i, "fts") for i, r in enumerate(rows, start=1)]

@@ -17,11 +17,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row, text
-
 from app.adapters.postgres.audit import insert_records
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Row, Sql
 from app.core.errors import InvalidRequest
 from app.ports import AuditRecord, ManifestFilter, StoredManifest
 
@@ -44,10 +42,10 @@ WHERE tenant_id = :tenant_id
 ORDER BY created_at DESC, turn_id DESC
 LIMIT :limit
 """  # noqa: S608 - constant fragments, values are bound
-_INSERT, _GET, _LIST = text(INSERT_SQL), text(GET_SQL), text(LIST_SQL)
+_INSERT, _GET, _LIST = Sql(INSERT_SQL), Sql(GET_SQL), Sql(LIST_SQL)
 
 
-def _stored(row: Row[Any]) -> StoredManifest:
+def _stored(row: Row) -> StoredManifest:
     return StoredManifest(
         turn_id=row.turn_id, key_id=row.key_id, request_sha256=row.request_sha256,
         body=row.body,
@@ -98,17 +96,17 @@ class PgManifestStore:
             "created_at": _created_at(body),
         }
         async with self._db.tenant_tx(tenant_id) as conn:
-            inserted = (await conn.execute(_INSERT, params)).first()
+            inserted = await conn.fetchrow(_INSERT, params)
             if inserted is None:
-                row = (await conn.execute(
-                    _GET, {"tenant_id": tenant_id, "turn_id": manifest.turn_id})).one()
+                row = await conn.one(
+                    _GET, {"tenant_id": tenant_id, "turn_id": manifest.turn_id})
                 return _stored(row)
             await insert_records(conn, tenant_id, audit)
         return None
 
     async def get(self, *, tenant_id: str, turn_id: str) -> StoredManifest | None:
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_GET, {"tenant_id": tenant_id, "turn_id": turn_id})).first()
+            row = await conn.fetchrow(_GET, {"tenant_id": tenant_id, "turn_id": turn_id})
         return _stored(row) if row is not None else None
 
     async def list(
@@ -122,4 +120,4 @@ class PgManifestStore:
             "limit": filt.limit,
         }
         async with self._db.tenant_tx(tenant_id) as conn:
-            return [_stored(r) for r in await conn.execute(_LIST, params)]
+            return [_stored(r) for r in await conn.fetch(_LIST, params)]

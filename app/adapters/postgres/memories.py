@@ -18,11 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
 from app.core.memory_gate import Existing, GateDecision, MemoryWrite, norm_sha256
 from app.core.model import DataLevel, MemoryHit, MemoryRecord, MemoryStatus
@@ -97,10 +94,10 @@ WHERE {VISIBLE} AND m.tsv @@ q.query ORDER BY score DESC, m.memory_id LIMIT :k""
 SELECT {_COLS} FROM memories m WHERE {VISIBLE} AND m.pinned AND m.scope_level = 'user'
     AND m.status = 'active' ORDER BY m.observed_at, m.memory_id LIMIT :limit""",  # noqa: S608 - constant fragments, values are bound
 }
-_S = {name: text(sql) for name, sql in _SQL.items()}
+_S = {name: Sql(sql) for name, sql in _SQL.items()}
 
 
-def record(row: Row[Any]) -> MemoryRecord:
+def record(row: Row) -> MemoryRecord:
     return MemoryRecord(
         tenant_id=row.tenant_id, memory_id=row.memory_id, version=row.version,
         statement=row.statement, origin=row.origin, evidence_ref=row.evidence_ref,
@@ -156,61 +153,61 @@ class PgMemoryStore:
         lock = f"{tenant_id}/mem/{w.scope_level}/{w.user_id or ''}/{w.domain or ''}"
         async with self._db.tenant_tx(tenant_id) as conn:
             await conn.execute(_S["lock"], {"lock": lock})
-            rows = await conn.execute(_S["related"], {
+            rows = await conn.fetch(_S["related"], {
                 **scope, "norm": norm_sha256(w.statement), "key": w.key, "limit": RELATED_LIMIT,
                 "embedding": list(probe.embedding) if probe.embedding is not None else None})
             existing = [Existing(record=record(r), similarity=r.similarity) for r in rows]
             decision = gate(existing)
             return decision, await self._apply(conn, tenant_id, probe, decision)
 
-    async def _apply(self, conn: AsyncConnection, tenant_id: str, probe: MemoryProbe,
+    async def _apply(self, conn: Tx, tenant_id: str, probe: MemoryProbe,
                      d: GateDecision) -> MemoryRecord | None:
         if d.decision == "rejected":
             return None
         if d.decision == "duplicate" and d.target is not None:
-            row = (await conn.execute(_S["confirm"], {
+            row = await conn.one(_S["confirm"], {
                 "tenant_id": tenant_id, "memory_id": d.target.memory_id, "now": probe.now,
-            })).one()
+            })
             return await self._history(conn, record(row), "confirmed", probe.actor, probe.now)
-        row = (await conn.execute(_S["insert"], _insert_params(tenant_id, probe, d))).one()
+        row = await conn.one(_S["insert"], _insert_params(tenant_id, probe, d))
         if d.decision == "superseded" and d.target is not None:
             await self._transition(conn, tenant_id, d.target.memory_id, MemoryStatus.ACTIVE,
                                    MemoryStatus.SUPERSEDED, probe.actor, probe.now)
         return await self._history(conn, record(row), "created", probe.actor, probe.now)
 
-    async def _history(self, conn: AsyncConnection, r: MemoryRecord, action: str, actor: str,
+    async def _history(self, conn: Tx, r: MemoryRecord, action: str, actor: str,
                        now: Any) -> MemoryRecord:
         await conn.execute(_S["history_add"], {
             "tenant_id": r.tenant_id, "memory_id": r.memory_id, "version": r.version,
             "now": now, "action": action, "actor": actor, "snapshot": dumps(snapshot(r))})
         return r
 
-    async def _transition(self, conn: AsyncConnection, tenant_id: str, memory_id: str,
+    async def _transition(self, conn: Tx, tenant_id: str, memory_id: str,
                           old: MemoryStatus, new: MemoryStatus, actor: str, now: Any
                           ) -> MemoryRecord | None:
-        row = (await conn.execute(_S["status"], {
+        row = await conn.fetchrow(_S["status"], {
             "tenant_id": tenant_id, "memory_id": memory_id, "status": new.value,
-            "from_status": old.value, "now": now})).one_or_none()
+            "from_status": old.value, "now": now})
         if row is None:
             return None
         return await self._history(conn, record(row), new.value, actor, now)
 
     async def get(self, *, tenant_id: str, memory_id: str) -> MemoryRecord | None:
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_S["get"], {"tenant_id": tenant_id,
-                                                  "memory_id": memory_id})).one_or_none()
+            row = await conn.fetchrow(_S["get"], {"tenant_id": tenant_id,
+                                                  "memory_id": memory_id})
         return record(row) if row is not None else None
 
     async def history(self, *, tenant_id: str, memory_id: str) -> list[dict[str, Any]]:
         async with self._db.tenant_tx(tenant_id) as conn:
-            rows = await conn.execute(_S["history"], {"tenant_id": tenant_id,
+            rows = await conn.fetch(_S["history"], {"tenant_id": tenant_id,
                                                       "memory_id": memory_id})
         return [{"version": r.version, "at": r.at.isoformat(), "action": r.action,
                  "actor": r.actor, "snapshot": r.snapshot} for r in rows]
 
     async def find(self, *, tenant_id: str, filt: MemoryFilter) -> list[MemoryRecord]:
         async with self._db.tenant_tx(tenant_id) as conn:
-            rows = await conn.execute(_S["list"], {
+            rows = await conn.fetch(_S["list"], {
                 "tenant_id": tenant_id, "user_id": filt.user_id, "level": filt.scope_level,
                 "status": filt.status, "limit": filt.limit})
         return [record(r) for r in rows]
@@ -230,15 +227,15 @@ class PgMemoryStore:
         params = {"tenant_id": tenant_id, "memory_id": memory_id}
         async with self._db.tenant_tx(tenant_id) as conn:
             await conn.execute(_S["delete_history"], params)
-            result = await conn.execute(_S["delete"], params)
-        return bool(result.rowcount)
+            deleted = await conn.execute(_S["delete"], params)
+        return deleted > 0
 
     async def recall_vector(self, *, query: MemoryQuery) -> list[MemoryHit]:
         if query.embedding is None or query.k <= 0:
             return []
         params = {**_recall_params(query), "embedding": list(query.embedding)}
         async with self._db.tenant_tx(query.tenant_id) as conn:
-            rows = list(await conn.execute(_S["vector"], params))
+            rows = await conn.fetch(_S["vector"], params)
         return [MemoryHit(record=record(r), rank=i, ranker="memory_vector")
                 for i, r in enumerate(rows, start=1)]
 
@@ -247,12 +244,11 @@ class PgMemoryStore:
         if tsquery is None or query.k <= 0:
             return []
         async with self._db.tenant_tx(query.tenant_id) as conn:
-            rows = list(await conn.execute(_S["fts"], {**_recall_params(query),
-                                                       "tsquery": tsquery}))
+            rows = await conn.fetch(_S["fts"], {**_recall_params(query), "tsquery": tsquery})
         return [MemoryHit(record=record(r), rank=i, ranker="memory_fts")
                 for i, r in enumerate(rows, start=1)]
 
     async def pinned(self, *, query: MemoryQuery, limit: int) -> list[MemoryRecord]:
         async with self._db.tenant_tx(query.tenant_id) as conn:
-            rows = await conn.execute(_S["pinned"], {**_recall_params(query), "limit": limit})
+            rows = await conn.fetch(_S["pinned"], {**_recall_params(query), "limit": limit})
         return [record(r) for r in rows]

@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, text
-
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Row, Sql
 from app.core import fts
 from app.core.errors import NotFound
 from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
@@ -102,13 +100,13 @@ WHERE e.tenant_id = :tenant_id AND e.session_id = ANY(CAST(:session_ids AS text[
   AND e.tsv @@ q
 ORDER BY rank DESC, e.session_id, e.seq LIMIT :limit
 """  # noqa: S608 - constant fragments, values are bound
-_INFO, _ALLOCATE, _INSERT = text(INFO_SQL), text(ALLOCATE_SQL), text(INSERT_EVENTS_SQL)
-_VISIBLE = {v: text(q) for v, q in VISIBLE_SQL.items()}
-_SEARCH = text(SEARCH_SQL)
-_EVENTS, _TAIL = text(EVENTS_SQL), text(TAIL_SQL)
+_INFO, _ALLOCATE, _INSERT = Sql(INFO_SQL), Sql(ALLOCATE_SQL), Sql(INSERT_EVENTS_SQL)
+_VISIBLE = {v: Sql(q) for v, q in VISIBLE_SQL.items()}
+_SEARCH = Sql(SEARCH_SQL)
+_EVENTS, _TAIL = Sql(EVENTS_SQL), Sql(TAIL_SQL)
 
 
-def _info(row: Row[Any]) -> SessionInfo:
+def _info(row: Row) -> SessionInfo:
     return SessionInfo(
         tenant_id=row.tenant_id,
         session_id=row.session_id,
@@ -119,7 +117,7 @@ def _info(row: Row[Any]) -> SessionInfo:
     )
 
 
-def _event(row: Row[Any]) -> SessionEvent:
+def _event(row: Row) -> SessionEvent:
     return SessionEvent(
         seq=row.seq,
         type=row.type,
@@ -154,7 +152,7 @@ class PgSessionArchive:
     async def info(self, *, tenant_id: str, session_id: str) -> SessionInfo | None:
         params = {"tenant_id": tenant_id, "session_id": session_id}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_INFO, params)).first()
+            row = await conn.fetchrow(_INFO, params)
         return _info(row) if row is not None else None
 
     async def append(
@@ -162,20 +160,20 @@ class PgSessionArchive:
     ) -> tuple[SessionInfo, list[SessionEvent]]:
         key = {"tenant_id": tenant_id, "session_id": session_id}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = (await conn.execute(_ALLOCATE, {
+            row = await conn.fetchrow(_ALLOCATE, {
                 **key,
                 "user_id": owner.user_id,
                 "agent_id": owner.agent_id,
                 "parent_session_id": owner.parent_session_id,
                 "n": len(events),
-            })).first()
+            })
             if row is None:
                 raise NotFound(f"session {session_id!r} not found")
             info = _info(row)
             first_seq = info.last_seq - len(events) + 1
             stored: list[SessionEvent] = []
             if events:
-                result = await conn.execute(_INSERT, {**key, **_columns(events, first_seq)})
+                result = await conn.fetch(_INSERT, {**key, **_columns(events, first_seq)})
                 created = {r.seq: r.created_at for r in result}
                 stored = [
                     SessionEvent(
@@ -193,13 +191,13 @@ class PgSessionArchive:
         params = {"tenant_id": tenant_id, "session_id": session_id,
                   "after_seq": after_seq, "limit": limit}
         async with self._db.tenant_tx(tenant_id) as conn:
-            return [_event(r) for r in await conn.execute(_EVENTS, params)]
+            return [_event(r) for r in await conn.fetch(_EVENTS, params)]
 
     async def visible_sessions(self, *, tenant_id: str, session_id: str, user_id: str,
                                visibility: Visibility) -> list[str]:
         params = {"tenant_id": tenant_id, "session_id": session_id, "user_id": user_id}
         async with self._db.tenant_tx(tenant_id) as conn:
-            return [r.session_id for r in await conn.execute(_VISIBLE[visibility], params)]
+            return [r.session_id for r in await conn.fetch(_VISIBLE[visibility], params)]
 
     async def search(self, *, tenant_id: str, session_ids: Sequence[str], query: str,
                      limit: int) -> list[TranscriptHit]:
@@ -209,11 +207,11 @@ class PgSessionArchive:
         params = {"tenant_id": tenant_id, "session_ids": list(session_ids),
                   "tsquery": tsquery, "limit": limit}
         async with self._db.tenant_tx(tenant_id) as conn:
-            rows = await conn.execute(_SEARCH, params)
+            rows = await conn.fetch(_SEARCH, params)
             return [TranscriptHit(session_id=r.session_id, event=_event(r), rank=i + 1)
                     for i, r in enumerate(rows)]
 
     async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]:
         params = {"tenant_id": tenant_id, "session_id": session_id, "n": n}
         async with self._db.tenant_tx(tenant_id) as conn:
-            return [_event(r) for r in await conn.execute(_TAIL, params)]
+            return [_event(r) for r in await conn.fetch(_TAIL, params)]

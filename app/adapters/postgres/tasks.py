@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, text
-from sqlalchemy.exc import IntegrityError
+import asyncpg
 
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, Row, Sql
 from app.core.errors import StaleRevision
 from app.core.model import Admission, Constraint, DataLevel, TaskCheckpoint, ToolEffect
 
@@ -41,9 +40,8 @@ GET_REVISION_SQL = f"""
 SELECT {_COLS} FROM task_checkpoints
 WHERE tenant_id = :tenant_id AND task_id = :task_id AND revision = :revision
 """  # noqa: S608 - constant fragments, values are bound
-_PUT, _LATEST, _REVISION = text(PUT_SQL), text(GET_LATEST_SQL), text(GET_REVISION_SQL)
+_PUT, _LATEST, _REVISION = Sql(PUT_SQL), Sql(GET_LATEST_SQL), Sql(GET_REVISION_SQL)
 UNCONDITIONAL_RETRIES = 3
-UNIQUE_VIOLATION = "23505"
 
 
 def body_of(cp: TaskCheckpoint) -> dict[str, Any]:
@@ -76,7 +74,7 @@ def _admission(raw: dict[str, Any] | None) -> Admission | None:
                      domains=None if domains is None else tuple(domains))
 
 
-def checkpoint_of(row: Row[Any]) -> TaskCheckpoint:
+def checkpoint_of(row: Row) -> TaskCheckpoint:
     body: dict[str, Any] = row.body
     return TaskCheckpoint(
         task_id=row.task_id,
@@ -117,10 +115,8 @@ class PgTaskStore:
         for _ in range(attempts):
             try:
                 async with self._db.tenant_tx(tenant_id) as conn:
-                    revision = (await conn.execute(_PUT, params)).scalar_one_or_none()
-            except IntegrityError as exc:
-                if getattr(exc.orig, "sqlstate", None) != UNIQUE_VIOLATION:
-                    raise
+                    revision = await conn.fetchval(_PUT, params)
+            except asyncpg.UniqueViolationError:
                 continue  # a concurrent writer took latest+1 first
             if revision is None:
                 break
@@ -135,7 +131,7 @@ class PgTaskStore:
         params: dict[str, Any] = {"tenant_id": tenant_id, "task_id": task_id}
         async with self._db.tenant_tx(tenant_id) as conn:
             if revision is None:
-                row = (await conn.execute(_LATEST, params)).first()
+                row = await conn.fetchrow(_LATEST, params)
             else:
-                row = (await conn.execute(_REVISION, {**params, "revision": revision})).first()
+                row = await conn.fetchrow(_REVISION, {**params, "revision": revision})
         return checkpoint_of(row) if row is not None else None
