@@ -82,11 +82,16 @@ async def test_invalid_turn_bodies_are_422_with_the_field(
     assert any(field in map(str, e["loc"]) for e in body["errors"])  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("raw", [
+    b'{"user_id": ',
+    b'{"user_id": "u1", "query": "q", "budget": {"max_tokens": NaN}}',  # not JSON (orjson)
+    b'{"user_id": "\\ud800", "query": "q"}',  # a lone surrogate
+])
 async def test_malformed_json_is_400(client: httpx.AsyncClient, make_key: KeyMaker,
-                                     tenant: str) -> None:
+                                     tenant: str, raw: bytes) -> None:
     key = await make_key(tenant)
     r = await client.post("/v1/context", headers={**bearer(key), "content-type":
-                                                  "application/json"}, content=b'{"user_id": ')
+                                                  "application/json"}, content=raw)
     assert_problem(r, 400, "malformed-json")
 
 

@@ -8,11 +8,12 @@ from fastapi import APIRouter, Path
 from starlette.responses import Response
 
 from app.api.deps import ContainerDep, PlatformAdminDep
+from app.api.routing import OrjsonRoute
 from app.api.schemas import ID_PATTERN, KeyCreate, KeyCreated, Problem, TenantIdentityIn
 from app.core.model import DataLevel, Role, Visibility
 from app.ports import NewKey
 
-router = APIRouter(tags=["admin"])
+router = APIRouter(tags=["admin"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 404, 422)}
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import AdminDep, ContainerDep, ReaderDep
+from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     ID_PATTERN,
     BundleDiff,
@@ -22,7 +23,7 @@ from app.api.schemas import (
 )
 from app.core.registry import BundleRevision, Channel
 
-router = APIRouter(tags=["bundles"])
+router = APIRouter(tags=["bundles"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
 BundleId = Annotated[str, Path(pattern=ID_PATTERN)]
 Revision = Annotated[str, Path(pattern=ID_PATTERN)]

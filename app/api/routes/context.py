@@ -6,11 +6,12 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.routing import OrjsonRoute
 from app.api.schemas import ContextRequest, ContextResponse, Problem
 from app.service.assemble import request_sha256
 from app.service.identity import bind_user
 
-router = APIRouter(tags=["context"])
+router = APIRouter(tags=["context"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
 
 

@@ -7,10 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from app.api.deps import AdminDep, ContainerDep, OpsDep
+from app.api.routing import OrjsonRoute
 from app.api.schemas import ID_PATTERN, ErasureAccepted, ErasureIn, ErasureOut, Problem
 from app.service.erasure import tombstone
 
-router = APIRouter(tags=["erasures"])
+router = APIRouter(tags=["erasures"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 413, 422)}
 
 

@@ -6,8 +6,9 @@ from fastapi import APIRouter
 from starlette.responses import JSONResponse, Response
 
 from app.api.deps import ContainerDep
+from app.api.routing import OrjsonRoute
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=OrjsonRoute)
 
 
 @router.get("/healthz")

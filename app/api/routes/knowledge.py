@@ -5,10 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.routing import OrjsonRoute
 from app.api.schemas import DocumentIn, DocumentIngested, Problem
 from app.core.errors import ForbiddenScope
 
-router = APIRouter(tags=["knowledge"])
+router = APIRouter(tags=["knowledge"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 413, 422)}
 
 

@@ -7,12 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import ContainerDep, OpsDep, ReaderDep
+from app.api.routing import OrjsonRoute
 from app.api.schemas import ID_PATTERN, AuditList, ManifestList, ManifestOut, Problem
 from app.core.errors import NotFound
 from app.core.model import Principal, Role
 from app.ports import ManifestFilter, StoredManifest
 
-router = APIRouter(tags=["manifests"])
+router = APIRouter(tags=["manifests"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (401, 403, 404, 422)}
 IdQuery = Annotated[str | None, Query(pattern=ID_PATTERN)]
 

@@ -20,6 +20,7 @@ from app.api.deps import (
     RuntimeDep,
     check_tenant_claim,
 )
+from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     ID_PATTERN,
     MemoryDecisionOut,
@@ -37,7 +38,7 @@ from app.service.identity import bind_user
 MemoryId = Annotated[str, Path(pattern=ID_PATTERN)]
 UserQ = Annotated[str | None, Query(pattern=ID_PATTERN)]
 
-router = APIRouter(tags=["memories"])
+router = APIRouter(tags=["memories"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
 CREATED = frozenset({"accepted", "superseded", "pending", "hypothesis"})
 

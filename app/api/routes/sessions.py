@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     ID_PATTERN,
     INT32_MAX,
@@ -28,7 +29,7 @@ from app.core.model import Visibility
 from app.ports import SessionOwner
 from app.service.identity import bind_user
 
-router = APIRouter(tags=["sessions"])
+router = APIRouter(tags=["sessions"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 413, 422)}
 SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
 

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import AssertionDep, ContainerDep, ReaderDep, RuntimeDep, check_tenant_claim
+from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     ID_PATTERN,
     INT32_MAX,
@@ -20,7 +21,7 @@ from app.core.errors import InvalidRequest
 from app.core.model import Role
 from app.service.identity import bind_user
 
-router = APIRouter(tags=["tasks"])
+router = APIRouter(tags=["tasks"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
 TaskId = Annotated[str, Path(pattern=ID_PATTERN)]
 
