@@ -158,10 +158,12 @@ class SessionArchive(Protocol):
         self, *, tenant_id: str, session_id: str, after_seq: int, limit: int
     ) -> list[SessionEvent]: ...
     async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]: ...
-    async def visible_sessions(self, *, tenant_id: str, session_id: str, user_id: str,
-                               visibility: Visibility) -> list[str]: ...
-    async def search(self, *, tenant_id: str, session_ids: Sequence[str], query: str,
-                     limit: int) -> list[TranscriptHit]: ...
+    async def search(self, *, tenant_id: str, session_id: str, user_id: str,
+                     visibility: Visibility, query: str, limit: int, exclude_current: bool
+                     ) -> list[TranscriptHit]:
+        """Transcript search over the sessions ``visibility`` opens from ``session_id`` to
+        ``user_id`` (its owner, checked by the caller), in one statement."""
+        ...
 
 
 class SessionTail(Protocol):

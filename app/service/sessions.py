@@ -73,12 +73,9 @@ class SessionService:
                            exclude_current: bool = False) -> list[TranscriptHit]:
         """``search`` for a caller that has just checked ``user_id`` owns the session (a
         turn's ``hot_tail`` did): the archive is not asked the same question twice."""
-        ids = await self._archive.visible_sessions(
-            tenant_id=tenant_id, session_id=session_id, user_id=user_id, visibility=visibility)
-        if exclude_current:
-            ids = [i for i in ids if i != session_id]
-        return await self._archive.search(tenant_id=tenant_id, session_ids=ids, query=query,
-                                          limit=limit)
+        return await self._archive.search(
+            tenant_id=tenant_id, session_id=session_id, user_id=user_id, visibility=visibility,
+            query=query, limit=limit, exclude_current=exclude_current)
 
     async def hot_tail(
         self, *, tenant_id: str, session_id: str, user_id: str

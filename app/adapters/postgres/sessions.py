@@ -92,17 +92,18 @@ SELECT session_id FROM sessions WHERE tenant_id = :tenant_id AND user_id = :user
 ORDER BY updated_at DESC LIMIT 1000
 """,
 }
-SEARCH_SQL = f"""
+# The visible sessions and the search in one statement: one transaction per turn, not two.
+SEARCH_SQL = {v: f"""
 SELECT e.session_id, {", ".join("e." + c for c in _EVENT_COLS.split(", "))},
        ts_rank_cd(e.tsv, q) AS rank
 FROM session_events e, to_tsquery('simple', :tsquery) AS q
-WHERE e.tenant_id = :tenant_id AND e.session_id = ANY(CAST(:session_ids AS text[]))
+WHERE e.tenant_id = :tenant_id AND e.session_id IN ({visible})
+  AND NOT (CAST(:exclude_current AS boolean) AND e.session_id = :session_id)
   AND e.tsv @@ q
 ORDER BY rank DESC, e.session_id, e.seq LIMIT :limit
-"""  # noqa: S608 - constant fragments, values are bound
+""" for v, visible in VISIBLE_SQL.items()}  # noqa: S608 - constant fragments, values are bound
 _INFO, _ALLOCATE, _INSERT = Sql(INFO_SQL), Sql(ALLOCATE_SQL), Sql(INSERT_EVENTS_SQL)
-_VISIBLE = {v: Sql(q) for v, q in VISIBLE_SQL.items()}
-_SEARCH = Sql(SEARCH_SQL)
+_SEARCH = {v: Sql(q) for v, q in SEARCH_SQL.items()}
 _EVENTS, _TAIL = Sql(EVENTS_SQL), Sql(TAIL_SQL)
 
 
@@ -193,21 +194,16 @@ class PgSessionArchive:
         async with self._db.tenant_tx(tenant_id) as conn:
             return [_event(r) for r in await conn.fetch(_EVENTS, params)]
 
-    async def visible_sessions(self, *, tenant_id: str, session_id: str, user_id: str,
-                               visibility: Visibility) -> list[str]:
-        params = {"tenant_id": tenant_id, "session_id": session_id, "user_id": user_id}
-        async with self._db.tenant_tx(tenant_id) as conn:
-            return [r.session_id for r in await conn.fetch(_VISIBLE[visibility], params)]
-
-    async def search(self, *, tenant_id: str, session_ids: Sequence[str], query: str,
-                     limit: int) -> list[TranscriptHit]:
+    async def search(self, *, tenant_id: str, session_id: str, user_id: str,
+                     visibility: Visibility, query: str, limit: int, exclude_current: bool
+                     ) -> list[TranscriptHit]:
         tsquery = fts.tsquery(query)
-        if tsquery is None or not session_ids:
+        if tsquery is None:
             return []
-        params = {"tenant_id": tenant_id, "session_ids": list(session_ids),
-                  "tsquery": tsquery, "limit": limit}
+        params = {"tenant_id": tenant_id, "session_id": session_id, "user_id": user_id,
+                  "tsquery": tsquery, "limit": limit, "exclude_current": exclude_current}
         async with self._db.tenant_tx(tenant_id) as conn:
-            rows = await conn.fetch(_SEARCH, params)
+            rows = await conn.fetch(_SEARCH[visibility], params)
             return [TranscriptHit(session_id=r.session_id, event=_event(r), rank=i + 1)
                     for i, r in enumerate(rows)]
 
