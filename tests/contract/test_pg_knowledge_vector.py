@@ -126,3 +126,23 @@ async def test_iterative_scan_fills_k_for_a_filtered_tenant(
     hits = await store.search_vector(query=knn(trap.small_tenant, q))
     assert len(hits) == 10
     assert {h.tenant_id for h in hits} == {trap.small_tenant}
+
+
+async def test_a_stale_remembered_count_changes_the_path_never_the_results(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count picks exact scan or HNSW and is remembered; stale either way, top k holds."""
+    monkeypatch.setattr(knowledge, "EXACT_MAX_ROWS", 8)
+    rng = np.random.default_rng(4)
+    tenant, vectors = f"grow{uuid.uuid4().hex[:10]}", unit_vectors(rng, 60)
+    store = PgKnowledgeStore(db)
+    await ingest(store, tenant, vectors[:5], per_doc=5)  # 5 visible: the exact path
+    q = unit_vectors(rng, 1)[0]
+    first = await store.search_vector(query=knn(tenant, q, k=3))
+    assert [h.chunk_ref for h in first] == exact_top(vectors[:5], q, 3, 5)
+    await ingest(store, tenant, vectors, per_doc=5)  # now 60: above the cap, count remembered
+    grown = await store.search_vector(query=knn(tenant, q, k=3))
+    assert [h.chunk_ref for h in grown] == exact_top(vectors, q, 3, 5)  # exact scan, stale path
+    monkeypatch.setattr(knowledge, "COUNT_TTL_S", 0.0)  # re-counted: the HNSW path
+    again = await store.search_vector(query=knn(tenant, q, k=3))
+    assert [h.chunk_ref for h in again] == exact_top(vectors, q, 3, 5)  # 60 rows: HNSW is exact

@@ -179,6 +179,15 @@ async def test_adapter_sql_alone_isolates_tenants(
 SETTING = Sql("SELECT current_setting('app.tenant_id', true)")
 
 
+async def test_tenant_tx_settings_are_local_to_the_transaction(db: Database) -> None:
+    ef = Sql("SELECT current_setting('hnsw.ef_search')")
+    async with db.tenant_tx("t", {"hnsw.ef_search": "123"}) as conn:
+        assert await conn.fetchval(ef) == "123"
+        assert await conn.fetchval(SETTING) == "t"
+    async with db.tenant_tx("t") as conn:
+        assert await conn.fetchval(ef) != "123"  # gone with the transaction
+
+
 @pytest.mark.parametrize("tenant", ["t'; DROP TABLE sessions; --", "a\\'b\\\\c", "租户-1"])
 async def test_tenant_tx_scopes_any_tenant_text_exactly(db: Database, tenant: str) -> None:
     async with db.tenant_tx(tenant) as conn:

@@ -40,6 +40,7 @@ from app.adapters.postgres.migrate import head
 # The same rule as SQLAlchemy's text(): ``:name``, but not a ``::type`` cast.
 _PARAM = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
 NO_PARAMS: Mapping[str, Any] = {}
+NO_SETTINGS: Mapping[str, str] = {}
 
 
 class StoreBusy(Exception):
@@ -201,16 +202,19 @@ class Database:
             await self.pool.release(raw)
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant_id: str) -> AsyncIterator[Tx]:
-        """A transaction scoped to ``tenant_id`` by RLS; commits on success, rolls back on
-        an exception, and discards the connection if even that fails (it must never go back
-        to the pool inside a transaction that carries a tenant)."""
+    async def tenant_tx(self, tenant_id: str, settings: Mapping[str, str] = NO_SETTINGS
+                        ) -> AsyncIterator[Tx]:
+        """A transaction scoped to ``tenant_id`` by RLS, with ``settings`` (planner GUCs)
+        local to it; commits on success, rolls back on an exception, and discards the
+        connection if even that fails (it must never go back to the pool inside a
+        transaction that carries a tenant)."""
         if not tenant_id or "\x00" in tenant_id:
             raise ValueError("tenant_id must be non-empty text")
         # One simple query opens the transaction and scopes it: BEGIN, a prepared set_config
         # and COMMIT as separate statements were three round trips.
-        begin = f"BEGIN; SELECT set_config('app.tenant_id', {_literal(tenant_id)}, true)"
-        async with self._transaction(begin) as tx:
+        configs = "".join(f", set_config({_literal(k)}, {_literal(v)}, true)"
+                          for k, v in {"app.tenant_id": tenant_id, **settings}.items())
+        async with self._transaction(f"BEGIN; SELECT {configs[2:]}") as tx:
             yield tx
 
     @asynccontextmanager

@@ -13,15 +13,18 @@ or below the level, not expired at ``query.now``.
 
 Vector search copes with the filtered-HNSW trap (an index scan that stops after ef_search
 candidates, most of them filtered away): it first counts the visible chunks up to
-``EXACT_MAX_ROWS``. Below that, an exact scan over the filtered rows is cheap and has recall
-1.0, which a small tenant beside a large one needs. Above it, HNSW runs with
+``EXACT_MAX_ROWS`` (a count remembered per permission filter for ``COUNT_TTL_S``). Below
+that, an exact scan over the filtered rows is cheap and has recall 1.0, which a small tenant
+beside a large one needs. Above it, HNSW runs with
 ``hnsw.iterative_scan = relaxed_order`` (re-sorted afterwards), and if it still returns
-fewer than ``k`` rows the exact scan runs instead. Full-text search ranks ``tsv @@ tsquery``
-by ``ts_rank_cd``, the query being the OR of the lexemes from ``app.core.fts``.
+fewer than ``k`` rows the exact scan runs instead. Full-text search ranks a bounded pool of
+``tsv @@ tsquery`` matches by ``ts_rank``, the query being the OR of the lexemes from
+``app.core.fts``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from app.adapters.postgres.codec import vector_literal
@@ -34,6 +37,14 @@ EXACT_MAX_ROWS = 1000  # exact search over <= 1k filtered vectors costs a few ms
 # At 100k chunks with a tenant holding 22% of them, ef_search 40 gave recall@10 0.91 and 100
 # gave 0.96 at about the same p50 (docs/benchmarks.md): the iterative scan stops sooner.
 EF_SEARCH_MIN = 100
+# Set in the transaction's opening query, so the HNSW path costs no extra round trip; they
+# change nothing for the exact scan.
+ANN_SETTINGS = {"hnsw.iterative_scan": "relaxed_order"}
+# The visible-chunk count only picks exact scan or HNSW, and either answer is right (HNSW
+# falls back to exact below k rows), so it is remembered per permission filter for a while:
+# a count that is stale by a few ingests costs speed for COUNT_TTL_S, never results.
+COUNT_TTL_S = 30.0
+COUNT_MEMO_MAX = 4096
 
 VISIBLE = """
     c.tenant_id = :tenant_id AND c.is_current
@@ -65,10 +76,6 @@ WITH nearest AS MATERIALIZED (
 )
 SELECT * FROM nearest ORDER BY distance
 """  # noqa: S608 - constant fragments, values are bound
-ANN_SETTINGS_SQL = """
-SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
-       set_config('hnsw.ef_search', :ef_search, true)
-"""
 # Ranking is the cost of a lexical search, and a broad OR query matches a share of the
 # tenant, so ranking every match grew with the corpus (28 ms at 5k chunks, ~10x at 50k).
 # Ranked instead: the first FTS_RANK_MAX matches, by ts_rank (term frequency: chunks holding
@@ -123,7 +130,7 @@ FROM unnest(CAST(:chunk_nos AS integer[]), CAST(:texts AS text[]), CAST(:tokens 
 """
 _S = {name: Sql(sql) for name, sql in {
     "count": COUNT_VISIBLE_SQL, "exact": SEARCH_EXACT_SQL, "ann": SEARCH_ANN_SQL,
-    "ann_settings": ANN_SETTINGS_SQL, "fts": SEARCH_TEXT_SQL, "lock": LOCK_DOC_SQL,
+    "fts": SEARCH_TEXT_SQL, "lock": LOCK_DOC_SQL,
     "delete": DELETE_VERSION_SQL, "doc": INSERT_DOC_SQL, "old_docs": SUPERSEDE_DOCS_SQL,
     "old_chunks": SUPERSEDE_CHUNKS_SQL, "chunks": INSERT_CHUNKS_SQL,
 }.items()}
@@ -180,6 +187,7 @@ def _doc_params(tenant_id: str, doc: NewDocument) -> dict[str, Any]:
 class PgKnowledgeStore:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._counts: dict[tuple[Any, ...], tuple[float, int]] = {}
 
     async def upsert(self, *, tenant_id: str, document: NewDocument) -> int:
         doc = _doc_params(tenant_id, document)
@@ -210,16 +218,31 @@ class PgKnowledgeStore:
         if query.embedding is None or query.k <= 0:
             return []
         params = {**visible_params(query), "embedding": list(query.embedding), "k": query.k}
-        async with self._db.tenant_tx(query.tenant_id) as conn:
-            rows = await self._nearest(conn, params, query.k)
+        settings = {**ANN_SETTINGS, "hnsw.ef_search": str(min(1000, max(EF_SEARCH_MIN,
+                                                                         2 * query.k)))}
+        async with self._db.tenant_tx(query.tenant_id, settings) as conn:
+            rows = await self._nearest(conn, query, params)
         return [_hit(r, i, "vector") for i, r in enumerate(rows, start=1)]
 
-    async def _nearest(self, conn: Tx, params: dict[str, Any], k: int) -> list[Row]:
-        visible = await conn.fetchval(_S["count"], {**params, "cap": EXACT_MAX_ROWS})
-        if visible < EXACT_MAX_ROWS:
+    async def _visible(self, conn: Tx, query: KnowledgeQuery, params: dict[str, Any]) -> int:
+        """The visible chunks, counted up to ``EXACT_MAX_ROWS``; remembered ``COUNT_TTL_S``."""
+        key = (query.tenant_id, query.user_id, query.groups, query.domain, query.max_level,
+               EXACT_MAX_ROWS)
+        now = time.monotonic()
+        memo = self._counts.get(key)
+        if memo is not None and memo[0] > now:
+            return memo[1]
+        visible = int(await conn.fetchval(_S["count"], {**params, "cap": EXACT_MAX_ROWS}))
+        if len(self._counts) >= COUNT_MEMO_MAX:
+            self._counts.clear()  # crude but bounded; the next turns re-count
+        self._counts[key] = (now + COUNT_TTL_S, visible)
+        return visible
+
+    async def _nearest(self, conn: Tx, query: KnowledgeQuery, params: dict[str, Any]
+                       ) -> list[Row]:
+        k = query.k
+        if await self._visible(conn, query, params) < EXACT_MAX_ROWS:
             return await conn.fetch(_S["exact"], params)
-        ef_search = str(min(1000, max(EF_SEARCH_MIN, 2 * k)))
-        await conn.execute(_S["ann_settings"], {"ef_search": ef_search})
         rows = await conn.fetch(_S["ann"], params)
         if len(rows) < k:  # iterative scan hit hnsw.max_scan_tuples before finding k rows
             rows = await conn.fetch(_S["exact"], params)
