@@ -1,11 +1,13 @@
-"""The floor: the store queries one turn issues, from a tight asyncio loop, no service.
+"""The floor: the store calls one turn makes, from a tight asyncio loop, no service.
 
 Same drivers and statements as the service: ``Database`` (app role, RLS, pgvector codec) and
-the Redis client from ``app.adapters``, and the adapters' SQL constants. One floor turn is,
-concurrently, the Redis tail read, session info, the latest checkpoint, vector search (count,
-then exact or HNSW with the same settings) and full-text search; then the manifest insert.
-What a real turn does beyond this (key lookup, replay get/put, transcript search, memory
-recall and pins, the pipeline itself) is the service's overhead over the floor.
+the Redis client from ``app.adapters``, and the adapters' SQL constants, in the turn's order:
+the key lookup and the replay check; then concurrently the Redis tail and pin snapshot,
+session info, the latest checkpoint, vector search (the count once per tenant, as the
+service remembers it, then exact or HNSW with the same settings), full-text search and the
+two memory recalls (vector, full-text); then the compaction lookup, the manifest insert and
+the replay entry. What a real turn does beyond this (HTTP, JSON, building candidates, the
+pipeline, the manifest) is the service's overhead over the floor.
 
 Also here: filtered-search recall@10 of the service's vector search against exact search.
 """
@@ -22,9 +24,11 @@ from typing import Any
 import numpy as np
 
 from app.adapters.postgres.codec import dumps
+from app.adapters.postgres.compactions import LATEST_SQL as COMPACTION_SQL
 from app.adapters.postgres.db import Database, Sql
+from app.adapters.postgres.keys import PRINCIPAL_SQL
 from app.adapters.postgres.knowledge import (
-    ANN_SETTINGS_SQL,
+    ANN_SETTINGS,
     COUNT_VISIBLE_SQL,
     EF_SEARCH_MIN,
     EXACT_MAX_ROWS,
@@ -34,18 +38,22 @@ from app.adapters.postgres.knowledge import (
     PgKnowledgeStore,
 )
 from app.adapters.postgres.manifests import INSERT_SQL as MANIFEST_INSERT_SQL
+from app.adapters.postgres.memories import MEMORY_SQL
 from app.adapters.postgres.sessions import INFO_SQL
 from app.adapters.postgres.tasks import GET_LATEST_SQL
 from app.adapters.redis.client import open_redis
-from app.adapters.redis.keys import tail_key
+from app.adapters.redis.keys import replay_key, tail_key
+from app.adapters.redis.pins import RedisPinSnapshots
 from app.core import fts
 from app.core.model import DataLevel
 from app.ports import KnowledgeQuery
 
 _COUNT, _EXACT, _ANN = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL), Sql(SEARCH_ANN_SQL)
-_ANN_SET, _FTS = Sql(ANN_SETTINGS_SQL), Sql(SEARCH_TEXT_SQL)
+_FTS, _KEY = Sql(SEARCH_TEXT_SQL), Sql(PRINCIPAL_SQL)
 _INFO, _LATEST, _MANIFEST = Sql(INFO_SQL), Sql(GET_LATEST_SQL), Sql(MANIFEST_INSERT_SQL)
+_MEM_VECTOR, _MEM_FTS = Sql(MEMORY_SQL["vector"]), Sql(MEMORY_SQL["fts"])
 K = 8  # Settings.knowledge_k
+MEMORY_K = 5  # Settings.memory_k
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,7 @@ class FloorTurn:
     domain: str | None
     query: str
     embedding: list[float]
+    key_hash: bytes = b""
 
 
 def _visible(t: FloorTurn, level: DataLevel) -> dict[str, Any]:
@@ -66,11 +75,19 @@ def _visible(t: FloorTurn, level: DataLevel) -> dict[str, Any]:
 
 
 async def _floor_turn(db: Database, redis: Any, prefix: str, t: FloorTurn,
-                      manifest: dict[str, Any]) -> None:
+                      manifest: dict[str, Any], counts: dict[str, int]) -> None:
     vis = _visible(t, DataLevel.INTERNAL)
+    turn_id = f"floor_{uuid.uuid4().hex[:16]}"
+    async with db.connection() as conn:
+        await conn.fetchrow(_KEY, {"key_hash": t.key_hash})
+    await redis.get(replay_key(prefix, t.tenant_id, turn_id))
 
     async def tail() -> None:
         await redis.lrange(tail_key(prefix, t.tenant_id, t.session_id), 0, -1)
+
+    async def pins() -> None:
+        await redis.get(RedisPinSnapshots(redis, prefix=prefix, ttl_s=1).key(t.tenant_id,
+                                                                            t.session_id))
 
     async def info() -> None:
         async with db.tenant_tx(t.tenant_id) as conn:
@@ -84,31 +101,49 @@ async def _floor_turn(db: Database, redis: Any, prefix: str, t: FloorTurn,
 
     async def vector() -> None:
         params = {**vis, "embedding": t.embedding, "k": K}
-        async with db.tenant_tx(t.tenant_id) as conn:
-            n = await conn.fetchval(_COUNT, {**params, "cap": EXACT_MAX_ROWS})
+        settings = {**ANN_SETTINGS, "hnsw.ef_search": str(min(1000, max(EF_SEARCH_MIN, 2 * K)))}
+        async with db.tenant_tx(t.tenant_id, settings) as conn:
+            n = counts.get(t.tenant_id)
+            if n is None:
+                n = counts[t.tenant_id] = await conn.fetchval(
+                    _COUNT, {**params, "cap": EXACT_MAX_ROWS})
             if n < EXACT_MAX_ROWS:
                 await conn.fetch(_EXACT, params)
                 return
-            await conn.execute(_ANN_SET,
-                               {"ef_search": str(min(1000, max(EF_SEARCH_MIN, 2 * K)))})
             if len(await conn.fetch(_ANN, params)) < K:
                 await conn.fetch(_EXACT, params)
 
-    async def fulltext() -> None:
-        q = fts.tsquery(t.query)
-        if q is None:
-            return
-        async with db.tenant_tx(t.tenant_id) as conn:
-            await conn.fetch(_FTS, {**vis, "tsquery": q, "k": K})
+    q = fts.tsquery(t.query)
+    recall = {"tenant_id": t.tenant_id, "user_id": t.user_id, "domain": t.domain,
+              "task_id": t.task_id, "now": vis["now"], "max_level": vis["max_level"],
+              "k": MEMORY_K}
 
-    await asyncio.gather(tail(), info(), checkpoint(), vector(), fulltext())
-    turn_id = f"floor_{uuid.uuid4().hex[:16]}"
+    async def fulltext() -> None:
+        if q is not None:
+            async with db.tenant_tx(t.tenant_id) as conn:
+                await conn.fetch(_FTS, {**vis, "tsquery": q, "k": K})
+
+    async def memory_vector() -> None:
+        async with db.tenant_tx(t.tenant_id) as conn:
+            await conn.fetch(_MEM_VECTOR, {**recall, "embedding": t.embedding})
+
+    async def memory_text() -> None:
+        if q is not None:
+            async with db.tenant_tx(t.tenant_id) as conn:
+                await conn.fetch(_MEM_FTS, {**recall, "tsquery": q})
+
+    await asyncio.gather(tail(), pins(), info(), checkpoint(), vector(), fulltext(),
+                         memory_vector(), memory_text())
+    async with db.tenant_tx(t.tenant_id) as conn:
+        await conn.fetchrow(COMPACTION_SQL, {"tenant_id": t.tenant_id,
+                                             "session_id": t.session_id})
+    body = dumps({**manifest, "turn_id": turn_id})
     async with db.tenant_tx(t.tenant_id) as conn:
         await conn.execute(_MANIFEST, {
             "tenant_id": t.tenant_id, "turn_id": turn_id, "key_id": "bench-floor",
             "session_id": t.session_id, "task_id": t.task_id, "user_id": t.user_id,
-            "request_sha256": "0" * 64, "body": dumps({**manifest, "turn_id": turn_id}),
-            "created_at": None})
+            "request_sha256": "0" * 64, "body": body, "created_at": None})
+    await redis.set(replay_key(prefix, t.tenant_id, turn_id), body, ex=60)
 
 
 async def measure_floor(owner_url: str, redis_url: str, prefix: str, turns: list[FloorTurn],
@@ -117,12 +152,13 @@ async def measure_floor(owner_url: str, redis_url: str, prefix: str, turns: list
     db = await Database.open(owner_url, role="ctxgate_app", password=None, pool_size=10)
     redis = open_redis(redis_url)
     out: list[float] = []
+    counts: dict[str, int] = {}
     try:
         for i in range(min(20, n)):
-            await _floor_turn(db, redis, prefix, turns[i % len(turns)], manifest)
+            await _floor_turn(db, redis, prefix, turns[i % len(turns)], manifest, counts)
         for i in range(n):
             t0 = time.perf_counter()
-            await _floor_turn(db, redis, prefix, turns[i % len(turns)], manifest)
+            await _floor_turn(db, redis, prefix, turns[i % len(turns)], manifest, counts)
             out.append((time.perf_counter() - t0) * 1000)
     finally:
         await redis.aclose()

@@ -58,18 +58,21 @@ class Scale:
     recall_queries: int
     floor_turns: int
     rate: float  # open-loop requests per second
+    memories: int  # long-term memories, over all tenants and users
 
 
 SCALES: dict[str, Scale] = {
     "smoke": Scale("smoke", tenants=3, chunks=240, sessions=3, events=12, checkpoints=3,
                    short_turns=2, long_turns=6, duration_s=0.3, max_requests=3,
-                   recall_queries=3, floor_turns=5, rate=20.0),
+                   recall_queries=3, floor_turns=5, rate=20.0, memories=24),
     "small": Scale("small", tenants=10, chunks=10_000, sessions=100, events=60,
                    checkpoints=50, short_turns=10, long_turns=200, duration_s=10.0,
-                   max_requests=None, recall_queries=50, floor_turns=300, rate=50.0),
+                   max_requests=None, recall_queries=50, floor_turns=300, rate=50.0,
+                   memories=2_000),
     "full": Scale("full", tenants=50, chunks=100_000, sessions=1000, events=60,
                   checkpoints=200, short_turns=10, long_turns=200, duration_s=20.0,
-                  max_requests=None, recall_queries=100, floor_turns=500, rate=50.0),
+                  max_requests=None, recall_queries=100, floor_turns=500, rate=50.0,
+                  memories=20_000),
 }
 
 
@@ -86,6 +89,7 @@ class Dataset:
     sessions: list[tuple[Any, ...]] = field(default_factory=list)
     events: list[tuple[Any, ...]] = field(default_factory=list)
     checkpoints: list[tuple[Any, ...]] = field(default_factory=list)
+    memories: list[tuple[Any, ...]] = field(default_factory=list)
     centroids: npt.NDArray[np.float32] = field(
         default_factory=lambda: np.zeros((0, DIM), np.float32))
     # per tenant: (session_id, user_id, n_events) of regular sessions; probes by name
@@ -261,7 +265,35 @@ def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> 
         }
         ds.checkpoints.append((tenant, task, 1, user, sid, None, body, EPOCH))
         ds.tenant_tasks.setdefault(tenant, {})[sid] = task
+    ds.memories = _memories(rng, nrng, ds)
     return ds
+
+
+def _memories(rng: random.Random, nrng: np.random.Generator, ds: Dataset
+              ) -> list[tuple[Any, ...]]:
+    """Accepted memories (``MEMORY_COLS`` of ``bench.ingest``): four in five a user's own
+    (one in thirty of those pinned), the rest team decisions; embeddings near the topics."""
+    from app.core import fts
+    from app.core.memory_gate import norm_sha256
+
+    n = ds.scale.memories
+    topics = nrng.integers(0, TOPICS, n)
+    noise = nrng.standard_normal((n, DIM)).astype(np.float32) * (0.9 / DIM ** 0.5)
+    vectors = unit(ds.centroids[topics] + noise)
+    out: list[tuple[Any, ...]] = []
+    for i in range(n):
+        tenant, user = ds.tenants[i % len(ds.tenants)], f"u{(i // len(ds.tenants)) % USERS}"
+        team = rng.random() < 0.2
+        statement = f"{'team' if team else user} prefers {runbook_text(rng, rng.randint(8, 16))}"
+        at = EPOCH - timedelta(days=rng.randint(0, 60))
+        out.append((
+            tenant, f"mem{i:06d}", statement, norm_sha256(statement),
+            "team_decision" if team else "user_stated",
+            f"doc://decisions/{i}" if team else None, "team" if team else "user",
+            None if team else user, None if rng.random() < 0.7 else rng.choice(DOMAINS),
+            user, "s-bench", 0.8, rng.choices((0, 1, 2), weights=(3, 4, 2))[0], "active",
+            not team and rng.random() < 1 / 30, at, at, vectors[i], fts.normalize(statement)))
+    return out
 
 
 def query_embedding(ds: Dataset, rng: np.random.Generator) -> list[float]:

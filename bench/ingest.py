@@ -43,6 +43,10 @@ EVENT_COLS = ("tenant_id", "session_id", "seq", "type", "role", "content", "call
               "arguments", "is_error", "created_at", "search_text")
 TASK_COLS = ("tenant_id", "task_id", "revision", "user_id", "session_id", "parent_task_id",
              "body", "created_at")
+MEMORY_COLS = ("tenant_id", "memory_id", "statement", "norm_sha256", "origin", "evidence_ref",
+               "scope_level", "user_id", "domain", "owner", "source_session", "confidence",
+               "sensitivity", "status", "pinned", "observed_at", "confirmed_at", "embedding",
+               "search_text")
 BATCH = 5000
 TAIL_LEN = 200  # Settings.session_tail_len
 
@@ -114,9 +118,10 @@ async def bulk_load(ds: Dataset, owner_url: str, *, progress: bool = True) -> In
             await _copy(conn, "session_events", EVENT_COLS, events)
             tasks = [(*t[:6], _json(t[6]), t[7]) for t in ds.checkpoints]
             await _copy(conn, "task_checkpoints", TASK_COLS, tasks)
+            await _copy(conn, "memories", MEMORY_COLS, ds.memories)
         events_s = time.perf_counter() - t2
         await conn.execute("ANALYZE knowledge_chunks, knowledge_documents, sessions, "
-                           "session_events, task_checkpoints")
+                           "session_events, task_checkpoints, memories")
     finally:
         await conn.close()
     return IngestResult(chunks=len(chunk_rows), copy_s=copy_s, index_s=index_s,

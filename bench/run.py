@@ -31,6 +31,7 @@ import orjson
 
 from app.core.model import DataLevel
 from app.embedded import EmbeddedStores, free_port
+from app.service.keys import hash_key
 from bench import ingest
 from bench.floor import FloorTurn, measure_floor, measure_recall, percentiles
 from bench.generate import SCALES, Dataset, generate, query_embedding, query_text
@@ -193,7 +194,8 @@ def run_bench(cfg: Config) -> dict[str, Any]:
         "config": {"scale": cfg.scale, "seed": cfg.seed, "duration_s": duration,
                    "tenants": scale.tenants, "chunks": scale.chunks,
                    "sessions": scale.sessions, "events_per_session": scale.events,
-                   "checkpoints": len(ds.checkpoints), "rate": scale.rate,
+                   "checkpoints": len(ds.checkpoints), "memories": len(ds.memories),
+                   "rate": scale.rate,
                    "large_tenant_chunks": ds.tenant_chunks[ds.tenants[0]],
                    "small_tenant_chunks": ds.tenant_chunks[ds.tenants[-1]],
                    "probe_turns": [scale.short_turns, scale.long_turns],
@@ -211,7 +213,8 @@ def run_bench(cfg: Config) -> dict[str, Any]:
             cfg, ds, keys, owner_url, redis_url, redis_prefix, duration, scale.rate)
         turns = [FloorTurn(t, s[0], ds.tenant_tasks.get(t, {}).get(s[0]), s[1], QUERY_GROUPS,
                            QUERY_DOMAIN, query_text(__import__("random").Random(i)),
-                           query_embedding(ds, np.random.Generator(np.random.PCG64(i))))
+                           query_embedding(ds, np.random.Generator(np.random.PCG64(i))),
+                           hash_key(keys[t]))
                  for i, (t, s) in enumerate(
                      (t, s) for t in ds.tenants for s in ds.tenant_sessions.get(t, []))]
         floor = asyncio.run(measure_floor(owner_url, redis_url, redis_prefix, turns,

@@ -40,7 +40,7 @@ VISIBLE = """m.tenant_id = :tenant_id
     AND (m.status = 'active' OR (m.status = 'hypothesis' AND m.task_id = CAST(:task_id AS text)))
     AND (m.expires_at IS NULL OR m.expires_at > :now)
     AND m.sensitivity <= :max_level"""
-_SQL = {
+MEMORY_SQL = {
     "lock": "SELECT pg_advisory_xact_lock(hashtextextended(:lock, 0))",
     "related": f"""
 SELECT {_COLS}, 1 - (m.embedding <=> CAST(:embedding AS vector)) AS similarity
@@ -94,7 +94,7 @@ WHERE {VISIBLE} AND m.tsv @@ q.query ORDER BY score DESC, m.memory_id LIMIT :k""
 SELECT {_COLS} FROM memories m WHERE {VISIBLE} AND m.pinned AND m.scope_level = 'user'
     AND m.status = 'active' ORDER BY m.observed_at, m.memory_id LIMIT :limit""",  # noqa: S608 - constant fragments, values are bound
 }
-_S = {name: Sql(sql) for name, sql in _SQL.items()}
+_S = {name: Sql(sql) for name, sql in MEMORY_SQL.items()}
 
 
 def record(row: Row) -> MemoryRecord:
