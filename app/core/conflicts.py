@@ -70,11 +70,12 @@ def authority(seg: Segment) -> int | None:
 def _statements(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
     out: list[tuple[frozenset[str], bool]] = []
     for match in _SENTENCE.finditer(text):
-        terms = frozenset(query_terms(match.group()))
+        sentence = match.group()
+        terms = frozenset(query_terms(sentence))
         if len(terms) >= MIN_SHARED_TERMS:
-            out.append((terms, bool(_POLARITY.search(match.group()))))
-        if len(out) >= MAX_SENTENCES:
-            break
+            out.append((terms, _POLARITY.search(sentence) is not None))
+            if len(out) >= MAX_SENTENCES:
+                break
     return tuple(out)
 
 

@@ -37,7 +37,6 @@ _CJK = (
     "\U00020000-\U0003134f"  # CJK Extensions B-G
 )
 _TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W{_CJK}]+)")
-_SAFE_WORD = re.compile(r"[a-z0-9_]+")
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
 
 MAX_WORD_CHARS = 64  # longer "words" are hashes or base64 blobs: useless as lexemes
@@ -59,14 +58,11 @@ def _bigrams(run: str) -> list[str]:
 def tokens(text: str) -> list[str]:
     """Lowercased words and CJK bigrams of ``text``, in order."""
     out: list[str] = []
-    for m in _TOKEN.finditer(text):
-        cjk = m.group("cjk")
-        if cjk is not None:
+    for cjk, word in _TOKEN.findall(text):  # tuples built in C: no match objects
+        if cjk:
             out.extend(_bigrams(cjk))
-        else:
-            word = m.group("word").lower()
-            if len(word) <= MAX_WORD_CHARS:
-                out.append(word)
+        elif len(word) <= MAX_WORD_CHARS:
+            out.append(word.lower())
     return out
 
 
@@ -76,7 +72,11 @@ def normalize(text: str) -> str:
 
 
 def _safe(term: str) -> bool:
-    return bool(_SAFE_WORD.fullmatch(term) or _CJK_RUN.fullmatch(term))
+    # A token is a lowercased word-character run or a CJK bigram, so an ASCII one is always
+    # [a-z0-9_]+ (asserted by tests against the regex): no regex for the common case.
+    if term.isascii():
+        return True
+    return _CJK_RUN.fullmatch(term) is not None
 
 
 def query_terms(text: str) -> list[str]:

@@ -53,3 +53,41 @@ def test_query_terms_are_bounded() -> None:
 ])
 def test_tsquery(text: str, expected: str | None) -> None:
     assert fts.tsquery(text) == expected
+
+
+def _reference_tokens(text: str) -> list[str]:
+    """The first, plain implementation: the fast one must say exactly the same."""
+    token = re.compile(rf"(?P<cjk>[{fts._CJK}]+)|(?P<word>[^\W{fts._CJK}]+)")
+    out: list[str] = []
+    for m in token.finditer(text):
+        if m.group("cjk") is not None:
+            out.extend(fts._bigrams(m.group("cjk")))
+        elif len(m.group("word")) <= fts.MAX_WORD_CHARS:
+            out.append(m.group("word").lower())
+    return out
+
+
+def _reference_terms(text: str) -> list[str]:
+    safe = re.compile(r"[a-z0-9_]+")
+    seen: dict[str, None] = {}
+    for term in _reference_tokens(text):
+        if term in fts._STOP_WORDS or not (safe.fullmatch(term) or fts._CJK_RUN.fullmatch(term)):
+            continue
+        seen.setdefault(term, None)
+        if len(seen) >= fts.MAX_QUERY_TERMS:
+            break
+    return list(seen)
+
+
+def test_tokens_and_terms_match_the_reference_on_mixed_unicode() -> None:
+    import random
+
+    rng = random.Random(7)
+    alphabet = ("abcXYZ09_ -.,!?\n\t" "éßİıǅΣσКк\u212a\u0307²" "退款接口超时ひらカナ한글"
+                "\U00020001\U0001f600")
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))
+        if rng.random() < 0.1:
+            text += "x" * rng.randint(60, 70)  # around MAX_WORD_CHARS
+        assert fts.tokens(text) == _reference_tokens(text), text
+        assert fts.query_terms(text) == _reference_terms(text), text
