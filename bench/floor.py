@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from app.adapters.postgres.audit import record_params
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.compactions import LATEST_SQL as COMPACTION_SQL
 from app.adapters.postgres.db import Database, Sql
@@ -37,7 +38,7 @@ from app.adapters.postgres.knowledge import (
     SEARCH_TEXT_SQL,
     PgKnowledgeStore,
 )
-from app.adapters.postgres.manifests import INSERT_SQL as MANIFEST_INSERT_SQL
+from app.adapters.postgres.manifests import INSERT_WITH_AUDIT_SQL
 from app.adapters.postgres.memories import MEMORY_SQL
 from app.adapters.postgres.sessions import INFO_SQL
 from app.adapters.postgres.tasks import GET_LATEST_SQL
@@ -50,7 +51,7 @@ from app.ports import KnowledgeQuery
 
 _COUNT, _EXACT, _ANN = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL), Sql(SEARCH_ANN_SQL)
 _FTS, _KEY = Sql(SEARCH_TEXT_SQL), Sql(PRINCIPAL_SQL)
-_INFO, _LATEST, _MANIFEST = Sql(INFO_SQL), Sql(GET_LATEST_SQL), Sql(MANIFEST_INSERT_SQL)
+_INFO, _LATEST, _MANIFEST = Sql(INFO_SQL), Sql(GET_LATEST_SQL), Sql(INSERT_WITH_AUDIT_SQL)
 _MEM_VECTOR, _MEM_FTS = Sql(MEMORY_SQL["vector"]), Sql(MEMORY_SQL["fts"])
 K = 8  # Settings.knowledge_k
 MEMORY_K = 5  # Settings.memory_k
@@ -142,7 +143,8 @@ async def _floor_turn(db: Database, redis: Any, prefix: str, t: FloorTurn,
         await conn.execute(_MANIFEST, {
             "tenant_id": t.tenant_id, "turn_id": turn_id, "key_id": "bench-floor",
             "session_id": t.session_id, "task_id": t.task_id, "user_id": t.user_id,
-            "request_sha256": "0" * 64, "body": body, "created_at": None})
+            "request_sha256": "0" * 64, "body": body, "created_at": None,
+            **record_params([])})
     await redis.set(replay_key(prefix, t.tenant_id, turn_id), body, ex=60)
 
 

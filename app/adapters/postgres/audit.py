@@ -1,7 +1,8 @@
 """The tenant's audit log (``AuditLog``): append-only records of decisions and key events.
 
 ``write`` inserts a batch in one statement; ``insert_records`` does the same on a caller's
-connection, so the manifest store can write a turn's audit inside its own transaction.
+connection, and ``INSERT_SQL`` with ``record_params`` lets the manifest store write a turn's
+audit in the manifest's own statement.
 ``list`` returns the newest records first (optionally of one turn) as JSON-ready dicts:
 ``id, turn_id, at (ISO 8601), kind, principal, ref, rule, detail``.
 """
@@ -33,21 +34,24 @@ ORDER BY id DESC LIMIT :limit
 _INSERT, _LIST, _LIST_TURN = Sql(INSERT_SQL), Sql(LIST_SQL), Sql(LIST_TURN_SQL)
 
 
-async def insert_records(
-    conn: Tx, tenant_id: str, records: Sequence[AuditRecord]
-) -> None:
-    """Insert ``records`` on ``conn`` (which must be a ``tenant_tx`` of ``tenant_id``)."""
-    if not records:
-        return
-    await conn.execute(_INSERT, {
-        "tenant_id": tenant_id,
+def record_params(records: Sequence[AuditRecord]) -> dict[str, list[Any]]:
+    """The array parameters of ``INSERT_SQL`` (besides ``tenant_id``) for ``records``."""
+    return {
         "turn_ids": [r.turn_id for r in records],
         "kinds": [r.kind for r in records],
         "principals": [r.principal for r in records],
         "refs": [r.ref for r in records],
         "rules": [r.rule for r in records],
         "details": [dumps(r.detail) for r in records],
-    })
+    }
+
+
+async def insert_records(
+    conn: Tx, tenant_id: str, records: Sequence[AuditRecord]
+) -> None:
+    """Insert ``records`` on ``conn`` (which must be a ``tenant_tx`` of ``tenant_id``)."""
+    if records:
+        await conn.execute(_INSERT, {"tenant_id": tenant_id, **record_params(records)})
 
 
 class PgAuditLog:

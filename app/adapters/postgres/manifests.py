@@ -1,7 +1,7 @@
 """Context manifests (``ManifestStore``): written once per (tenant, turn), never updated.
 
 ``insert`` runs ``INSERT ... ON CONFLICT (tenant_id, turn_id) DO NOTHING RETURNING``: when it
-inserted, the turn's audit records go in the same transaction and it returns None; when the
+inserted, the turn's audit records go in with it (the same statement) and it returns None; when the
 turn already had a manifest (a retry of the same ``turn_id``) it writes nothing and returns
 the stored one, so the caller can compare ``request_sha256`` and answer idempotently.
 
@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from app.adapters.postgres.audit import insert_records
+from app.adapters.postgres.audit import INSERT_SQL as AUDIT_INSERT_SQL
+from app.adapters.postgres.audit import record_params
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database, Row, Sql
 from app.core.errors import InvalidRequest
@@ -42,7 +43,14 @@ WHERE tenant_id = :tenant_id
 ORDER BY created_at DESC, turn_id DESC
 LIMIT :limit
 """  # noqa: S608 - constant fragments, values are bound
-_INSERT, _GET, _LIST = Sql(INSERT_SQL), Sql(GET_SQL), Sql(LIST_SQL)
+# The manifest and its audit records in one statement (one round trip per turn): the audit
+# rows go in only if the manifest did, i.e. not for a retried turn_id.
+INSERT_WITH_AUDIT_SQL = f"""
+WITH m AS ({INSERT_SQL}),
+     a AS ({AUDIT_INSERT_SQL} WHERE EXISTS (SELECT 1 FROM m))
+SELECT turn_id FROM m
+"""  # noqa: S608 - constant fragments, values are bound
+_INSERT, _GET, _LIST = Sql(INSERT_WITH_AUDIT_SQL), Sql(GET_SQL), Sql(LIST_SQL)
 
 
 def _stored(row: Row) -> StoredManifest:
@@ -94,6 +102,7 @@ class PgManifestStore:
             "request_sha256": manifest.request_sha256,
             "body": dumps(body),
             "created_at": _created_at(body),
+            **record_params(audit),
         }
         async with self._db.tenant_tx(tenant_id) as conn:
             inserted = await conn.fetchrow(_INSERT, params)
@@ -101,7 +110,6 @@ class PgManifestStore:
                 row = await conn.one(
                     _GET, {"tenant_id": tenant_id, "turn_id": manifest.turn_id})
                 return _stored(row)
-            await insert_records(conn, tenant_id, audit)
         return None
 
     async def get(self, *, tenant_id: str, turn_id: str) -> StoredManifest | None:
