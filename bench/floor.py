@@ -5,7 +5,7 @@ the Redis client from ``app.adapters``, and the adapters' SQL constants, in the 
 the key lookup and the replay check; then concurrently the Redis tail and pin snapshot,
 session info, the latest checkpoint, vector search (the count once per tenant, as the
 service remembers it, then exact or HNSW with the same settings), full-text search and the
-two memory recalls (vector, full-text); then the compaction lookup, the manifest insert and
+memory recall (both rankers, one statement); then the compaction lookup, the manifest insert and
 the replay entry. What a real turn does beyond this (HTTP, JSON, building candidates, the
 pipeline, the manifest) is the service's overhead over the floor.
 
@@ -52,7 +52,7 @@ from app.ports import KnowledgeQuery
 _COUNT, _EXACT, _ANN = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL), Sql(SEARCH_ANN_SQL)
 _FTS, _KEY = Sql(SEARCH_TEXT_SQL), Sql(PRINCIPAL_SQL)
 _INFO, _LATEST, _MANIFEST = Sql(INFO_SQL), Sql(GET_LATEST_SQL), Sql(INSERT_WITH_AUDIT_SQL)
-_MEM_VECTOR, _MEM_FTS = Sql(MEMORY_SQL["vector"]), Sql(MEMORY_SQL["fts"])
+_MEMORY = Sql(MEMORY_SQL["recall"])
 K = 8  # Settings.knowledge_k
 MEMORY_K = 5  # Settings.memory_k
 
@@ -124,17 +124,11 @@ async def _floor_turn(db: Database, redis: Any, prefix: str, t: FloorTurn,
             async with db.tenant_tx(t.tenant_id) as conn:
                 await conn.fetch(_FTS, {**vis, "tsquery": q, "k": K})
 
-    async def memory_vector() -> None:
+    async def memory() -> None:
         async with db.tenant_tx(t.tenant_id) as conn:
-            await conn.fetch(_MEM_VECTOR, {**recall, "embedding": t.embedding})
+            await conn.fetch(_MEMORY, {**recall, "embedding": t.embedding, "tsquery": q})
 
-    async def memory_text() -> None:
-        if q is not None:
-            async with db.tenant_tx(t.tenant_id) as conn:
-                await conn.fetch(_MEM_FTS, {**recall, "tsquery": q})
-
-    await asyncio.gather(tail(), pins(), info(), checkpoint(), vector(), fulltext(),
-                         memory_vector(), memory_text())
+    await asyncio.gather(tail(), pins(), info(), checkpoint(), vector(), fulltext(), memory())
     async with db.tenant_tx(t.tenant_id) as conn:
         await conn.fetchrow(COMPACTION_SQL, {"tenant_id": t.tenant_id,
                                              "session_id": t.session_id})

@@ -188,7 +188,7 @@ def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> 
     """Build every row in memory (deterministic: ``random.Random`` and PCG64 by ``seed``)."""
     from app.core import fts
 
-    rng = random.Random(seed)  # noqa: S311 - reproducible data, not secrets
+    rng = random.Random(seed)
     nrng = np.random.Generator(np.random.PCG64(seed))
     tenants = tenant_ids(prefix, scale.tenants)
     ds = Dataset(seed=seed, scale=scale, prefix=prefix, tenants=tenants)

@@ -14,6 +14,7 @@ import contextlib
 import multiprocessing
 import os
 import platform
+import random
 import secrets
 import shutil
 import subprocess
@@ -136,9 +137,7 @@ def _body(ds: Dataset, tenant: str, session: tuple[str, str, int], rng: Any,
 def _requests(ds: Dataset, keys: dict[str, str], *, client_emb: bool, n: int,
               tenant: str | None = None, probe: str | None = None, seed: int = 0
               ) -> list[tuple[str, bytes]]:
-    import random
-
-    rng = random.Random(seed)  # noqa: S311 - reproducible data, not secrets
+    rng = random.Random(seed)
     prng = np.random.Generator(np.random.PCG64(seed))
     out = []
     for i in range(n):
@@ -212,7 +211,7 @@ def run_bench(cfg: Config) -> dict[str, Any]:
         rep["scenarios"], rep["server"], manifest = _load_phase(
             cfg, ds, keys, owner_url, redis_url, redis_prefix, duration, scale.rate)
         turns = [FloorTurn(t, s[0], ds.tenant_tasks.get(t, {}).get(s[0]), s[1], QUERY_GROUPS,
-                           QUERY_DOMAIN, query_text(__import__("random").Random(i)),
+                           QUERY_DOMAIN, query_text(random.Random(i)),
                            query_embedding(ds, np.random.Generator(np.random.PCG64(i))),
                            hash_key(keys[t]))
                  for i, (t, s) in enumerate(
@@ -270,6 +269,15 @@ def _load_phase(cfg: Config, ds: Dataset, keys: dict[str, str], owner_url: str,
                     max_requests=cap, **kw)
 
     w = 1 if cap is not None else 10  # requests before timing starts (c=1 scenarios)
+    # One turn per bulk-loaded session first, timed on its own: a session's first turn
+    # compacts its 60 events and scans its tool results cold. Every later scenario then
+    # measures the steady state a session's second and later turns see.
+    first = [(keys[t], _body(ds, t, sess, random.Random(i), np.random.Generator(
+                 np.random.PCG64(i)), client_emb=True))
+             for i, (t, sess) in enumerate((t, s_) for t in ds.tenants
+                                           for s_ in ds.tenant_sessions.get(t, []))]
+    plan += [Spec(name="first_turn_c1", base_url="", requests=first, concurrency=1,
+                  duration_s=3600.0, max_requests=len(first) if cap is None else cap)]
     plan += [spec("closed_c1_client_emb", client, concurrency=1, warmup=w),
              spec("closed_c8_client_emb", client, concurrency=8),
              spec("closed_c32_client_emb", client, concurrency=32),
@@ -293,11 +301,6 @@ def _load_phase(cfg: Config, ds: Dataset, keys: dict[str, str], owner_url: str,
     with _server(owner_url, redis_url, redis_prefix, cfg.workers) as (base, pid), \
             concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
         rss["idle"] = _rss_mb(pid)
-        # warm the server (connections, prepared statements, first-touch pages)
-        warm = Spec(name="warmup", base_url=base, requests=client, concurrency=4,
-                    duration_s=min(2.0, duration), max_requests=cap)
-        if cap is None:  # smoke: the c=1 scenarios' own warm-up request is enough
-            pool.submit(run_scenario, warm).result()
         for s in plan:
             s = Spec(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "base_url": base})
             r: Result = pool.submit(run_scenario, s).result()

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -111,9 +110,7 @@ class MemoryService:
     async def recall(self, scope: Scope, text: str, embedding: Sequence[float] | None
                      ) -> list[MemoryHit]:
         q = self.query(scope, text, embedding)
-        vector, fts = await asyncio.gather(self._store.recall_vector(query=q),
-                                           self._store.recall_text(query=q))
-        return [*vector, *fts]
+        return await self._store.recall(query=q)
 
     async def pins(self, scope: Scope) -> list[MemoryRecord]:
         """The user's pinned memories; with a session, the snapshot of its first turn."""

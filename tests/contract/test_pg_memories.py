@@ -60,9 +60,16 @@ async def test_recall_pushdown(store: PgMemoryStore, tenant: str, other_tenant: 
     q = MemoryQuery(tenant_id=tenant, user_id="alice", domain="payments", task_id="t1",
                     max_level=DataLevel.INTERNAL, now=NOW, embedding=unit(1), text=text, k=50)
     expected = {"mine", "team_all", "team_pay", "hyp1"}
-    vector = {h.record.memory_id for h in await store.recall_vector(query=q)}
-    fts = {h.record.memory_id for h in await store.recall_text(query=q)}
+    hits = await store.recall(query=q)
+    vector = {h.record.memory_id for h in hits if h.ranker == "memory_vector"}
+    fts = {h.record.memory_id for h in hits if h.ranker == "memory_fts"}
     assert vector == fts == expected
+    for ranker in ("memory_vector", "memory_fts"):
+        assert [h.rank for h in hits if h.ranker == ranker] == list(range(1, 5))
+    only_text = await store.recall(query=dataclasses.replace(q, embedding=None))
+    assert {h.ranker for h in only_text} == {"memory_fts"}
+    only_vector = await store.recall(query=dataclasses.replace(q, text="the"))  # no terms
+    assert {h.ranker for h in only_vector} == {"memory_vector"}
 
 
 async def test_review_and_delete(store: PgMemoryStore, tenant: str) -> None:

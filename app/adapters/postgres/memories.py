@@ -26,6 +26,7 @@ from app.core.model import DataLevel, MemoryHit, MemoryRecord, MemoryStatus
 from app.ports import Gate, MemoryFilter, MemoryProbe, MemoryQuery
 
 RELATED_LIMIT = 50
+RANKERS = ("memory_vector", "memory_fts")
 _COLS = """m.tenant_id, m.memory_id, m.version, m.statement, m.origin, m.evidence_ref,
     m.scope_level, m.user_id, m.domain, m.owner, m.source_session, m.task_id, m.confidence,
     m.sensitivity, m.status, m.supersedes, m.pinned, m.subject_key, m.observed_at,
@@ -83,13 +84,18 @@ ORDER BY m.updated_at DESC, m.memory_id LIMIT :limit""",  # noqa: S608 - constan
     "delete_history": "DELETE FROM memory_history WHERE tenant_id = :tenant_id "
                       "AND memory_id = :memory_id",
     "delete": "DELETE FROM memories WHERE tenant_id = :tenant_id AND memory_id = :memory_id",
-    "vector": f"""
-SELECT {_COLS} FROM memories m WHERE {VISIBLE} AND m.embedding IS NOT NULL
-ORDER BY m.embedding <=> CAST(:embedding AS vector), m.memory_id LIMIT :k""",  # noqa: S608 - constant fragments, values are bound
-    "fts": f"""
-SELECT {_COLS}, ts_rank_cd(m.tsv, q.query) AS score
-FROM memories m, to_tsquery('simple', :tsquery) AS q(query)
-WHERE {VISIBLE} AND m.tsv @@ q.query ORDER BY score DESC, m.memory_id LIMIT :k""",  # noqa: S608 - constant fragments, values are bound
+    # Both rankers in one statement (one round trip): leg 0 is the vector ranking, leg 1 the
+    # full-text one; a NULL embedding or tsquery leaves its leg empty.
+    "recall": f"""
+SELECT * FROM (
+    (SELECT {_COLS}, 0 AS leg FROM memories m
+     WHERE {VISIBLE} AND m.embedding IS NOT NULL AND CAST(:embedding AS vector) IS NOT NULL
+     ORDER BY m.embedding <=> CAST(:embedding AS vector), m.memory_id LIMIT :k)
+    UNION ALL
+    (SELECT {_COLS}, 1 AS leg FROM memories m, to_tsquery('simple', :tsquery) AS q(query)
+     WHERE {VISIBLE} AND m.tsv @@ q.query
+     ORDER BY ts_rank_cd(m.tsv, q.query) DESC, m.memory_id LIMIT :k)
+) AS hits""",  # noqa: S608 - constant fragments, values are bound
     "pinned": f"""
 SELECT {_COLS} FROM memories m WHERE {VISIBLE} AND m.pinned AND m.scope_level = 'user'
     AND m.status = 'active' ORDER BY m.observed_at, m.memory_id LIMIT :limit""",  # noqa: S608 - constant fragments, values are bound
@@ -230,23 +236,20 @@ class PgMemoryStore:
             deleted = await conn.execute(_S["delete"], params)
         return deleted > 0
 
-    async def recall_vector(self, *, query: MemoryQuery) -> list[MemoryHit]:
-        if query.embedding is None or query.k <= 0:
-            return []
-        params = {**_recall_params(query), "embedding": list(query.embedding)}
-        async with self._db.tenant_tx(query.tenant_id) as conn:
-            rows = await conn.fetch(_S["vector"], params)
-        return [MemoryHit(record=record(r), rank=i, ranker="memory_vector")
-                for i, r in enumerate(rows, start=1)]
-
-    async def recall_text(self, *, query: MemoryQuery) -> list[MemoryHit]:
+    async def recall(self, *, query: MemoryQuery) -> list[MemoryHit]:
         tsquery = fts.tsquery(query.text)
-        if tsquery is None or query.k <= 0:
+        if (query.embedding is None and tsquery is None) or query.k <= 0:
             return []
+        params = {**_recall_params(query), "tsquery": tsquery,
+                  "embedding": list(query.embedding) if query.embedding is not None else None}
         async with self._db.tenant_tx(query.tenant_id) as conn:
-            rows = await conn.fetch(_S["fts"], {**_recall_params(query), "tsquery": tsquery})
-        return [MemoryHit(record=record(r), rank=i, ranker="memory_fts")
-                for i, r in enumerate(rows, start=1)]
+            rows = await conn.fetch(_S["recall"], params)
+        out: list[MemoryHit] = []
+        rank = [0, 0]
+        for r in rows:  # each leg arrives in its own order
+            rank[r.leg] += 1
+            out.append(MemoryHit(record=record(r), rank=rank[r.leg], ranker=RANKERS[r.leg]))
+        return out
 
     async def pinned(self, *, query: MemoryQuery, limit: int) -> list[MemoryRecord]:
         async with self._db.tenant_tx(query.tenant_id) as conn:
