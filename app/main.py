@@ -8,6 +8,7 @@ is constructed at import time.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -191,6 +192,20 @@ class Container:
         await self.db.close()
 
 
+# With the model, vocabularies and caches loaded, a full collection walked ~160k objects that
+# live as long as the process and paused a worker for 120-200 ms: the open-loop p99
+# (docs/benchmarks.md). Frozen after startup they are never walked again (full pauses ~10 ms),
+# and a larger young-generation threshold makes the frequent small collections rarer.
+GC_THRESHOLD = (20_000, 20, 100)
+
+
+def settle_heap() -> None:
+    """Collect, then freeze what startup built, and raise the collection thresholds."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 def create_app(settings: Settings | None = None, container: Container | None = None) -> FastAPI:
     """The ASGI app. With ``container`` given (tests), the lifespan does not own the pools."""
     settings = settings or (container.settings if container else Settings())
@@ -209,6 +224,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         warm = getattr(owned.embedder, "warm", None)
         if warm is not None:  # load the model now, not on the first turn
             await warm()
+        settle_heap()
         app.state.container = owned
         owned.erasure_worker.start()  # resumes jobs a crash left open, then polls
         try:
