@@ -12,7 +12,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -58,6 +58,7 @@ from app.ports import (
     KnowledgeQuery,
     KnowledgeStore,
     ManifestStore,
+    StoredCompaction,
     StoredManifest,
     TokenCounter,
 )
@@ -76,12 +77,25 @@ TRANSCRIPT_HITS = 8
 class Collected:
     events: list[SessionEvent]
     session_owner: str | None
+    session: list[Candidate]  # the history as candidates (also what sizes compaction)
+    latest: StoredCompaction | None  # read only when the history is outgrown
     checkpoint: TaskCheckpoint | None
     hits: list[KnowledgeHit]
     transcript: list[TranscriptHit]
     bundle: Admitted | None
     memories: list[MemoryHit]
     pins: list[MemoryRecord]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Session:
+    """What the session layer collected: nothing without a session (or a new one)."""
+
+    owner: str | None = None
+    events: list[SessionEvent] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    transcript: list[TranscriptHit] = field(default_factory=list)
+    latest: StoredCompaction | None = None
 
 
 def request_sha256(raw: dict[str, Any]) -> str:
@@ -156,11 +170,9 @@ class Assembler:
         now = datetime.now(UTC)
         t_compact = time.perf_counter()
         with stage_span(self._tracer, "ctxgate.compaction"):
-            session = self._session_candidates(scope, collected)
-            compacted = await self._maybe_compact(principal, scope, req, collected,
-                                                  sum(c.tokens for c in session))
+            compacted = await self._maybe_compact(principal, scope, req, collected)
         compaction_ms = (time.perf_counter() - t_compact) * 1000
-        candidates = self._candidates(scope, req, collected, now, compacted, session)
+        candidates = self._candidates(scope, req, collected, now, compacted)
         checkpoint = (compacted.checkpoint if compacted is not None else None) \
             or collected.checkpoint
         with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:
@@ -192,20 +204,19 @@ class Assembler:
         return body, assembly
 
     async def _collect(self, scope: Scope, req: TurnRequest) -> Collected:
-        async def session() -> tuple[str | None, list[SessionEvent], list[TranscriptHit]]:
+        async def session() -> _Session:
             if scope.session_id is None:
-                return None, [], []
-            info, events = await self._sessions.hot_tail(
+                return _Session()
+            info, tail = await self._sessions.hot_tail(
                 tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id)
             if info is None:
-                return None, [], []
-            found: list[TranscriptHit] = []
-            if scope.session_visibility > Visibility.SELF:
-                found = await self._sessions.search_owned(
-                    tenant_id=scope.tenant_id, session_id=scope.session_id,
-                    user_id=scope.user_id, visibility=scope.session_visibility,
-                    query=req.query, limit=TRANSCRIPT_HITS, exclude_current=True)
-            return info.user_id, events[-self._history:], found
+                return _Session()
+            events = tail[-self._history:]
+            history = self._session_candidates(scope, events, info.user_id)
+            found, latest = await asyncio.gather(
+                self._transcript(scope, req), self._latest(scope, req, history))
+            return _Session(owner=info.user_id, events=events, candidates=history,
+                            transcript=found, latest=latest)
 
         async def task() -> TaskCheckpoint | None:
             if scope.task_id is None:
@@ -237,13 +248,36 @@ class Assembler:
                 workspace=req.workspace)
 
         try:
-            (owner, events, found), checkpoint, vhits, thits, admitted, (mhits, pins) = \
+            sess, checkpoint, vhits, thits, admitted, (mhits, pins) = \
                 await asyncio.gather(session(), task(), vector(), text(), bundle(), memories())
         finally:
             embedding.cancel()
-        return Collected(events=events, session_owner=owner, checkpoint=checkpoint,
-                         hits=[*vhits, *thits], transcript=found, bundle=admitted,
-                         memories=mhits, pins=pins)
+        return Collected(events=sess.events, session_owner=sess.owner, session=sess.candidates,
+                         latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
+                         transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)
+
+    async def _transcript(self, scope: Scope, req: TurnRequest) -> list[TranscriptHit]:
+        if scope.session_id is None or scope.session_visibility <= Visibility.SELF:
+            return []
+        return await self._sessions.search_owned(
+            tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id,
+            visibility=scope.session_visibility, query=req.query, limit=TRANSCRIPT_HITS,
+            exclude_current=True)
+
+    def _session_budget(self, req: TurnRequest) -> float:
+        share = self._config.shares.get(Section.SESSION, 0.0)
+        return (req.budget.max_tokens - req.budget.reserve_output) * share
+
+    async def _latest(self, scope: Scope, req: TurnRequest, history: list[Candidate]
+                      ) -> StoredCompaction | None:
+        """The latest compaction, read beside the other layers when the turn will need it
+        (the history is outgrown): not one round trip after them."""
+        if (self._compactions is None or scope.session_id is None or not history
+                or not self._compactions.outgrown(sum(c.tokens for c in history),
+                                                  self._session_budget(req))):
+            return None
+        return await self._compactions.latest(tenant_id=scope.tenant_id,
+                                              session_id=scope.session_id)
 
     async def _embedding(self, req: TurnRequest) -> list[float]:
         if req.query_embedding is not None:
@@ -257,26 +291,26 @@ class Assembler:
             domain=scope.domain, max_level=scope.data_level, now=datetime.now(UTC),
             embedding=emb, text=req.query, k=self._k)
 
-    def _session_candidates(self, scope: Scope, got: Collected) -> list[Candidate]:
-        if scope.session_id is None or not got.events:
+    def _session_candidates(self, scope: Scope, events: list[SessionEvent], owner: str
+                            ) -> list[Candidate]:
+        if scope.session_id is None or not events:
             return []
-        return session_candidates(
-            got.events, tenant_id=scope.tenant_id, session_id=scope.session_id,
-            owner_user_id=got.session_owner, count_tokens=self._count)
+        return session_candidates(events, tenant_id=scope.tenant_id,
+                                  session_id=scope.session_id, owner_user_id=owner,
+                                  count_tokens=self._count)
 
     async def _maybe_compact(self, principal: Principal, scope: Scope, req: TurnRequest,
-                             got: Collected, history: int) -> Compacted | None:
-        """The compacted session layer when the history (``history`` tokens) outgrows
-        ``compact_at`` of its budget share (``CompactionService.for_turn``)."""
+                             got: Collected) -> Compacted | None:
+        """The compacted session layer when the history outgrows ``compact_at`` of its
+        budget share (``CompactionService.for_turn``)."""
         if self._compactions is None or scope.session_id is None or not got.events:
             return None
-        share = self._config.shares.get(Section.SESSION, 0.0)
         try:
             compacted = await self._compactions.for_turn(
                 principal=principal, session_id=scope.session_id, user_id=scope.user_id,
                 task_id=scope.task_id, events=got.events, owner_user_id=got.session_owner,
-                history_tokens=history, checkpoint=got.checkpoint,
-                session_budget=(req.budget.max_tokens - req.budget.reserve_output) * share)
+                history_tokens=sum(c.tokens for c in got.session), checkpoint=got.checkpoint,
+                session_budget=self._session_budget(req), latest=got.latest)
         except (SummarizerError, StaleRevision):  # the turn is served uncompacted
             log.warning("session compaction failed; serving the uncompacted history",
                         exc_info=True)
@@ -286,7 +320,7 @@ class Assembler:
         return compacted
 
     def _candidates(self, scope: Scope, req: TurnRequest, got: Collected, now: datetime,
-                    compacted: Compacted | None, session: list[Candidate]) -> list[Candidate]:
+                    compacted: Compacted | None) -> list[Candidate]:
         out: list[Candidate] = pinned_candidates(got.pins, count_tokens=self._count)
         if got.bundle is not None and got.bundle.resolution.text.strip():
             b = got.bundle.binding
@@ -299,7 +333,7 @@ class Assembler:
             out += compacted.candidates
             checkpoint = compacted.checkpoint or checkpoint  # the rebuilt revision
         else:
-            out += session  # built once per turn, also what sized the compaction trigger
+            out += got.session  # built once per turn, also what sized the compaction trigger
         if checkpoint is not None:
             out += task_state_candidates(checkpoint, scope.tenant_id, self._count)
         out += knowledge_candidates(got.hits, count_tokens=self._count)

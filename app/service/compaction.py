@@ -16,9 +16,10 @@ Separate transactions, in this order, so a crash never leaves a summary without 
 facts (the worst case is a checkpoint revision without its compaction row, which the next run
 simply builds on).
 
-``for_turn`` is the assembler's entry: past the threshold it first tries the latest row's view
-plus the events appended since (one indexed read), and compacts again only when that no
-longer fits; ``view_candidates`` turns a view into pipeline candidates.
+``for_turn`` is the assembler's entry: past the threshold (``outgrown``) it first tries the
+latest row's view (``latest``, one indexed read the assembler makes while it collects the
+other layers) plus the events appended since, and compacts again only when that no longer
+fits; ``view_candidates`` turns a view into pipeline candidates.
 """
 
 from __future__ import annotations
@@ -142,19 +143,29 @@ class CompactionService:
         self._compact_at = compact_at
         self._options = options or Options()
 
+    def outgrown(self, history_tokens: int, session_budget: float) -> bool:
+        """Whether a history of ``history_tokens`` is past ``compact_at`` x ``session_budget``:
+        then a turn serves a compacted view (``for_turn``)."""
+        return history_tokens > self._compact_at * session_budget
+
+    async def latest(self, *, tenant_id: str, session_id: str) -> StoredCompaction | None:
+        """The session's latest compaction: a turn reads it while it collects the other
+        layers, once it knows the history is ``outgrown``."""
+        return await self._store.latest(tenant_id=tenant_id, session_id=session_id)
+
     async def for_turn(self, *, principal: Principal, session_id: str, user_id: str,
                        task_id: str | None, events: Sequence[SessionEvent],
                        owner_user_id: str | None, history_tokens: int, session_budget: float,
-                       checkpoint: TaskCheckpoint | None) -> Compacted | None:
+                       checkpoint: TaskCheckpoint | None, latest: StoredCompaction | None
+                       ) -> Compacted | None:
         """The session layer of a turn whose history (``history_tokens``, of the hot tail
-        ``events``) outgrows ``compact_at`` x ``session_budget``: the latest compaction's view
-        plus the events since, while that fits; otherwise a new compaction. None: serve the
-        history as it is (under the threshold, or the run recorded nothing to serve)."""
+        ``events``) is ``outgrown``: the ``latest`` compaction's view plus the events since,
+        while that fits; otherwise a new compaction. None: serve the history as it is (under
+        the threshold, or the run recorded nothing to serve)."""
         threshold = self._compact_at * session_budget
-        if history_tokens <= threshold:
+        if not self.outgrown(history_tokens, session_budget):
             return None
         tenant_id = principal.tenant_id
-        latest = await self._store.latest(tenant_id=tenant_id, session_id=session_id)
         stored = SessionView.from_json(latest.view) if latest is not None else None
         if latest is not None and stored is not None:
             layer = view_candidates(stored, events, tenant_id=tenant_id,
