@@ -69,6 +69,12 @@ def migrate(settings: Settings) -> None:
     upgrade(settings.database_url, app_role=settings.app_db_role, app_password=password)
 
 
+# Longer than a client's idle-connection expiry (httpx: 5 s, uvicorn's default here too): with
+# equal timeouts the server closed connections the client was just reusing, and that request
+# failed with a reset (seen once in 1,000 open-loop requests). Agents idle between turns.
+KEEP_ALIVE_S = 75
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -81,7 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             print(f"admin token: {settings.data_dir / 'admin_token'}", file=sys.stderr)
         if args.workers == 1:
             uvicorn.run(create_app(settings), host=args.host, port=args.port,
-                        log_level="info", access_log=False)
+                        log_level="info", access_log=False, timeout_keep_alive=KEEP_ALIVE_S)
             return
         # Worker processes build their own app from the environment: hand them the store
         # URLs and admin token this process resolved (the embedded stores stay ours), and a
@@ -98,7 +104,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
             if value is not None:
                 os.environ[name] = value
         uvicorn.run("app.main:create_app", factory=True, workers=args.workers, host=args.host,
-                    port=args.port, log_level="info", access_log=False)
+                    port=args.port, log_level="info", access_log=False,
+                    timeout_keep_alive=KEEP_ALIVE_S)
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:
