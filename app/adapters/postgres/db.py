@@ -37,8 +37,10 @@ from sqlalchemy.engine import make_url
 
 from app.adapters.postgres.migrate import head
 
-# The same rule as SQLAlchemy's text(): ``:name``, but not a ``::type`` cast.
-_PARAM = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+# ``:name`` (the whole word), not a ``::type`` cast; ``:name::type`` is the parameter, then
+# its cast. As in SQLAlchemy's text(), a ``:word`` inside a string literal would be read as a
+# parameter: statements here never hold one.
+_PARAM = re.compile(r"(?<![:\w\\]):(\w+)")
 NO_PARAMS: Mapping[str, Any] = {}
 NO_SETTINGS: Mapping[str, str] = {}
 
@@ -150,9 +152,12 @@ async def _init(conn: asyncpg.Connection) -> None:
 
 
 async def _keep(_conn: asyncpg.Connection) -> None:
-    """Release without asyncpg's reset query (RESET ALL, UNLISTEN, …: one round trip per
-    checkout). Nothing here sets session state: the tenant is transaction-local, and an open
-    transaction is still rolled back by the pool before this runs."""
+    """Release without asyncpg's reset query (RESET ALL, UNLISTEN, advisory unlocks: one
+    round trip per checkout). Nothing here sets session state: the tenant and planner
+    settings are transaction-local, session locks live only on ``connection()`` (discarded on
+    failure), and an open transaction is still rolled back by the pool (asyncpg >= 0.30)
+    before this runs. A session-level SET or lock elsewhere would leak into the next
+    checkout: add none."""
 
 
 class Database:
@@ -170,6 +175,9 @@ class Database:
         """Build the pool (lazily: no connection is made here; ``ping()`` checks one)."""
         head()  # read the scripts directory now, not on the first /readyz
         url = make_url(app_url(owner_url, role, password)).set(drivername="postgresql")
+        if "ssl" in url.query:  # SQLAlchemy's asyncpg spelling; asyncpg's DSN says sslmode
+            url = url.difference_update_query(["ssl"]).update_query_dict(
+                {"sslmode": url.query["ssl"]})
         pool = asyncpg.create_pool(
             url.render_as_string(hide_password=False),
             min_size=0,
@@ -213,7 +221,7 @@ class Database:
         # One simple query opens the transaction and scopes it: BEGIN, a prepared set_config
         # and COMMIT as separate statements were three round trips.
         configs = "".join(f", set_config({_literal(k)}, {_literal(v)}, true)"
-                          for k, v in {"app.tenant_id": tenant_id, **settings}.items())
+                          for k, v in {**settings, "app.tenant_id": tenant_id}.items())
         async with self._transaction(f"BEGIN; SELECT {configs[2:]}") as tx:
             yield tx
 
@@ -237,10 +245,12 @@ class Database:
                     raise
                 raise
             try:
-                await raw.execute("COMMIT")
+                status = await raw.execute("COMMIT")
             except BaseException:
                 raw.terminate()
                 raise
+            if status != "COMMIT":  # an error inside was swallowed: PostgreSQL rolled back
+                raise RuntimeError(f"transaction did not commit ({status})")
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Tx]:
