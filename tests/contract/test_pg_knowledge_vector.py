@@ -140,9 +140,12 @@ async def test_a_stale_remembered_count_changes_the_path_never_the_results(
     q = unit_vectors(rng, 1)[0]
     first = await store.search_vector(query=knn(tenant, q, k=3))
     assert [h.chunk_ref for h in first] == exact_top(vectors[:5], q, 3, 5)
-    await ingest(store, tenant, vectors, per_doc=5)  # now 60: above the cap, count remembered
+    await ingest(PgKnowledgeStore(db), tenant, vectors, per_doc=5)  # another process: 60 now
     grown = await store.search_vector(query=knn(tenant, q, k=3))
     assert [h.chunk_ref for h in grown] == exact_top(vectors, q, 3, 5)  # exact scan, stale path
     monkeypatch.setattr(knowledge, "COUNT_TTL_S", 0.0)  # re-counted: the HNSW path
     again = await store.search_vector(query=knn(tenant, q, k=3))
     assert [h.chunk_ref for h in again] == exact_top(vectors, q, 3, 5)  # 60 rows: HNSW is exact
+    assert store._counts  # remembered; this store's own ingest forgets the tenant's counts
+    await ingest(store, tenant, vectors[:1], per_doc=5)
+    assert not [k for k in store._counts if k[0] == tenant]

@@ -40,9 +40,11 @@ EF_SEARCH_MIN = 100
 # Set in the transaction's opening query, so the HNSW path costs no extra round trip; they
 # change nothing for the exact scan.
 ANN_SETTINGS = {"hnsw.iterative_scan": "relaxed_order"}
-# The visible-chunk count only picks exact scan or HNSW, and either answer is right (HNSW
-# falls back to exact below k rows), so it is remembered per permission filter for a while:
-# a count that is stale by a few ingests costs speed for COUNT_TTL_S, never results.
+# The visible-chunk count only picks exact scan or HNSW, so it is remembered per permission
+# filter for a while; this process's ingest of a tenant forgets the tenant's counts. Stale
+# counts (another worker's ingest, expiry, an erasure) for up to COUNT_TTL_S cost either speed
+# (exact scans over a grown set) or exactness (HNSW's ~0.96 recall where exact's 1.0 was due,
+# when the set shrank below the cap); never permission, which every query applies itself.
 COUNT_TTL_S = 30.0
 COUNT_MEMO_MAX = 4096
 
@@ -190,6 +192,7 @@ class PgKnowledgeStore:
         self._counts: dict[tuple[Any, ...], tuple[float, int]] = {}
 
     async def upsert(self, *, tenant_id: str, document: NewDocument) -> int:
+        self._counts = {k: v for k, v in self._counts.items() if k[0] != tenant_id}
         doc = _doc_params(tenant_id, document)
         key = {k: doc[k] for k in ("tenant_id", "doc_id", "version")}
         async with self._db.tenant_tx(tenant_id) as conn:
