@@ -1,8 +1,8 @@
-"""Assemble one turn: collect every layer concurrently, run the pure pipeline, persist.
+"""Assemble one turn: collect every layer (``collect``), run the pure pipeline, persist.
 
-Order of effects: the manifest (and the audit records of permission drops) is committed
-before the response exists; the exact response body is then kept in the replay cache so a
-retried ``turn_id`` returns the same bytes instead of a second manifest.
+Order of effects: the manifest (and the audit records of permission drops and recalled
+memories) is committed before the response exists; the exact response body is then kept in
+the replay cache so a retried ``turn_id`` returns the same bytes instead of a second manifest.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +20,7 @@ from opentelemetry.trace import Tracer
 
 from app.adapters.redis.replay import RedisReplayCache
 from app.adapters.summarizers.errors import SummarizerError
-from app.core.candidates import query_candidate, session_candidates, task_state_candidates
+from app.core.candidates import query_candidate, task_state_candidates
 from app.core.conflicts import find_conflicts
 from app.core.errors import Conflict, StaleRevision
 from app.core.manifest import build_manifest, envelope_body
@@ -29,17 +28,9 @@ from app.core.model import (
     Assembly,
     Candidate,
     Kind,
-    KnowledgeHit,
-    MemoryHit,
-    MemoryRecord,
     Principal,
     Scope,
-    Section,
-    SessionEvent,
-    TaskCheckpoint,
-    TranscriptHit,
     TurnRequest,
-    Visibility,
 )
 from app.core.pipeline import PipelineConfig, assemble
 from app.core.redaction import RedactionProfile, resolve_profile
@@ -55,14 +46,13 @@ from app.observability import Metrics, record_counts, stage_span
 from app.ports import (
     AuditRecord,
     Embedder,
-    KnowledgeQuery,
     KnowledgeStore,
     ManifestStore,
-    StoredCompaction,
     StoredManifest,
     TokenCounter,
 )
 from app.service.bundles import Admitted, BundleService
+from app.service.collect import Collected, Collector, session_budget
 from app.service.compaction import Compacted, CompactionService
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
@@ -70,32 +60,6 @@ from app.service.tasks import TaskService
 
 log = logging.getLogger(__name__)
 REPLAY_WAIT_S = 2.0
-TRANSCRIPT_HITS = 8
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Collected:
-    events: list[SessionEvent]
-    session_owner: str | None
-    session: list[Candidate]  # the history as candidates (also what sizes compaction)
-    latest: StoredCompaction | None  # read only when the history is outgrown
-    checkpoint: TaskCheckpoint | None
-    hits: list[KnowledgeHit]
-    transcript: list[TranscriptHit]
-    bundle: Admitted | None
-    memories: list[MemoryHit]
-    pins: list[MemoryRecord]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Session:
-    """What the session layer collected: nothing without a session (or a new one)."""
-
-    owner: str | None = None
-    events: list[SessionEvent] = field(default_factory=list)
-    candidates: list[Candidate] = field(default_factory=list)
-    transcript: list[TranscriptHit] = field(default_factory=list)
-    latest: StoredCompaction | None = None
 
 
 def request_sha256(raw: dict[str, Any]) -> str:
@@ -125,20 +89,16 @@ class Assembler:
         memory_revalidate_days: int = 90,
         compactions: CompactionService | None = None,
     ) -> None:
+        self._collector = Collector(
+            sessions=sessions, tasks=tasks, bundles=bundles, knowledge=knowledge,
+            embedder=embedder, count_tokens=count_tokens, config=config, knowledge_k=knowledge_k,
+            history_events=history_events, memories=memories, compactions=compactions)
         self._compactions = compactions
-        self._memories = memories
         self._revalidate = timedelta(days=memory_revalidate_days)
-        self._sessions = sessions
-        self._tasks = tasks
-        self._bundles = bundles
-        self._knowledge = knowledge
         self._manifests = manifests
         self._replay = replay
-        self._embedder = embedder
         self._count = count_tokens
         self._config = config
-        self._k = knowledge_k
-        self._history = history_events
         self._policy_revision = policy_revision
         self._metrics = metrics
         self._tracer = tracer
@@ -164,7 +124,7 @@ class Assembler:
                         ) -> tuple[bytes, Assembly | None]:
         t0 = time.perf_counter()
         with stage_span(self._tracer, "ctxgate.collect"):
-            collected = await self._collect(scope, req)
+            collected = await self._collector.collect(scope, req)
         collect_ms = (time.perf_counter() - t0) * 1000
         check_task_admission(scope, collected.checkpoint)
         now = datetime.now(UTC)
@@ -203,102 +163,6 @@ class Assembler:
         self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings)
         return body, assembly
 
-    async def _collect(self, scope: Scope, req: TurnRequest) -> Collected:
-        async def session() -> _Session:
-            if scope.session_id is None:
-                return _Session()
-            info, tail = await self._sessions.hot_tail(
-                tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id)
-            if info is None:
-                return _Session()
-            events = tail[-self._history:]
-            history = self._session_candidates(scope, events, info.user_id)
-            found, latest = await asyncio.gather(
-                self._transcript(scope, req), self._latest(scope, req, history))
-            return _Session(owner=info.user_id, events=events, candidates=history,
-                            transcript=found, latest=latest)
-
-        async def task() -> TaskCheckpoint | None:
-            if scope.task_id is None:
-                return None
-            return await self._tasks.for_turn(
-                tenant_id=scope.tenant_id, task_id=scope.task_id, user_id=scope.user_id)
-
-        embedding = asyncio.ensure_future(self._embedding(req))
-
-        async def vector() -> list[KnowledgeHit]:
-            return await self._knowledge.search_vector(
-                query=self._query(scope, req, await embedding))
-
-        async def memories() -> tuple[list[MemoryHit], list[MemoryRecord]]:
-            if self._memories is None:
-                return [], []
-            return await asyncio.gather(
-                self._memories.recall(scope, req.query, await embedding),
-                self._memories.pins(scope))
-
-        async def text() -> list[KnowledgeHit]:
-            return await self._knowledge.search_text(query=self._query(scope, req, None))
-
-        async def bundle() -> Admitted | None:
-            if req.workspace is None:
-                return None
-            return await self._bundles.admit(
-                tenant_id=scope.tenant_id, session_id=scope.session_id, agent_id=req.agent_id,
-                workspace=req.workspace)
-
-        try:
-            sess, checkpoint, vhits, thits, admitted, (mhits, pins) = \
-                await asyncio.gather(session(), task(), vector(), text(), bundle(), memories())
-        finally:
-            embedding.cancel()
-        return Collected(events=sess.events, session_owner=sess.owner, session=sess.candidates,
-                         latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
-                         transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)
-
-    async def _transcript(self, scope: Scope, req: TurnRequest) -> list[TranscriptHit]:
-        if scope.session_id is None or scope.session_visibility <= Visibility.SELF:
-            return []
-        return await self._sessions.search_owned(
-            tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id,
-            visibility=scope.session_visibility, query=req.query, limit=TRANSCRIPT_HITS,
-            exclude_current=True)
-
-    def _session_budget(self, req: TurnRequest) -> float:
-        share = self._config.shares.get(Section.SESSION, 0.0)
-        return (req.budget.max_tokens - req.budget.reserve_output) * share
-
-    async def _latest(self, scope: Scope, req: TurnRequest, history: list[Candidate]
-                      ) -> StoredCompaction | None:
-        """The latest compaction, read beside the other layers when the turn will need it
-        (the history is outgrown): not one round trip after them."""
-        if (self._compactions is None or scope.session_id is None or not history
-                or not self._compactions.outgrown(sum(c.tokens for c in history),
-                                                  self._session_budget(req))):
-            return None
-        return await self._compactions.latest(tenant_id=scope.tenant_id,
-                                              session_id=scope.session_id)
-
-    async def _embedding(self, req: TurnRequest) -> list[float]:
-        if req.query_embedding is not None:
-            return list(req.query_embedding)
-        return await self._embedder.embed_query(req.query)
-
-    def _query(self, scope: Scope, req: TurnRequest, emb: Sequence[float] | None
-               ) -> KnowledgeQuery:
-        return KnowledgeQuery(
-            tenant_id=scope.tenant_id, user_id=scope.user_id, groups=scope.groups,
-            domain=scope.domain, max_level=scope.data_level, now=datetime.now(UTC),
-            embedding=emb, text=req.query, k=self._k)
-
-    def _session_candidates(self, scope: Scope, events: list[SessionEvent], owner: str
-                            ) -> list[Candidate]:
-        if scope.session_id is None or not events:
-            return []
-        return session_candidates(events, tenant_id=scope.tenant_id,
-                                  session_id=scope.session_id, owner_user_id=owner,
-                                  count_tokens=self._count)
-
     async def _maybe_compact(self, principal: Principal, scope: Scope, req: TurnRequest,
                              got: Collected) -> Compacted | None:
         """The compacted session layer when the history outgrows ``compact_at`` of its
@@ -310,7 +174,7 @@ class Assembler:
                 principal=principal, session_id=scope.session_id, user_id=scope.user_id,
                 task_id=scope.task_id, events=got.events, owner_user_id=got.session_owner,
                 history_tokens=sum(c.tokens for c in got.session), checkpoint=got.checkpoint,
-                session_budget=self._session_budget(req), latest=got.latest)
+                session_budget=session_budget(self._config, req), latest=got.latest)
         except (SummarizerError, StaleRevision):  # the turn is served uncompacted
             log.warning("session compaction failed; serving the uncompacted history",
                         exc_info=True)

@@ -1,0 +1,186 @@
+"""Collect: every memory layer's candidates for one turn, read concurrently from the stores.
+
+Contract: ``Collector.collect(scope, req)`` returns ``Collected`` — the session's hot tail (as
+events and as candidates), its transcript hits and, when the history is outgrown, the latest
+compaction; the task's checkpoint; vector and full-text knowledge hits; memory hits and pins;
+the admitted instruction bundle. Each read is scoped to ``scope`` (tenant, user, groups,
+domain, level) in its own query; nothing here decides what the model may see: the pipeline
+does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from app.core.candidates import session_candidates
+from app.core.model import (
+    Candidate,
+    KnowledgeHit,
+    MemoryHit,
+    MemoryRecord,
+    Scope,
+    Section,
+    SessionEvent,
+    TaskCheckpoint,
+    TranscriptHit,
+    TurnRequest,
+    Visibility,
+)
+from app.core.pipeline import PipelineConfig
+from app.ports import Embedder, KnowledgeQuery, KnowledgeStore, StoredCompaction, TokenCounter
+from app.service.bundles import Admitted, BundleService
+from app.service.compaction import CompactionService
+from app.service.memories import MemoryService
+from app.service.sessions import SessionService
+from app.service.tasks import TaskService
+
+TRANSCRIPT_HITS = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Collected:
+    events: list[SessionEvent]
+    session_owner: str | None
+    session: list[Candidate]  # the history as candidates (also what sizes compaction)
+    latest: StoredCompaction | None  # read only when the history is outgrown
+    checkpoint: TaskCheckpoint | None
+    hits: list[KnowledgeHit]
+    transcript: list[TranscriptHit]
+    bundle: Admitted | None
+    memories: list[MemoryHit]
+    pins: list[MemoryRecord]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Session:
+    """What the session layer collected: nothing without a session (or a new one)."""
+
+    owner: str | None = None
+    events: list[SessionEvent] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    transcript: list[TranscriptHit] = field(default_factory=list)
+    latest: StoredCompaction | None = None
+
+
+def session_budget(config: PipelineConfig, req: TurnRequest) -> float:
+    """The tokens the session section may take this turn (what compaction is sized by)."""
+    share = config.shares.get(Section.SESSION, 0.0)
+    return (req.budget.max_tokens - req.budget.reserve_output) * share
+
+
+class Collector:
+    def __init__(self, *, sessions: SessionService, tasks: TaskService, bundles: BundleService,
+                 knowledge: KnowledgeStore, embedder: Embedder, count_tokens: TokenCounter,
+                 config: PipelineConfig, knowledge_k: int, history_events: int,
+                 memories: MemoryService | None, compactions: CompactionService | None
+                 ) -> None:
+        self._sessions = sessions
+        self._tasks = tasks
+        self._bundles = bundles
+        self._knowledge = knowledge
+        self._embedder = embedder
+        self._count = count_tokens
+        self._config = config
+        self._k = knowledge_k
+        self._history = history_events
+        self._memories = memories
+        self._compactions = compactions
+
+    async def collect(self, scope: Scope, req: TurnRequest) -> Collected:
+        """Every layer's store reads for one turn, concurrently, each on its own pooled
+        connection; the session layer also reads the latest compaction once its history
+        is ``outgrown``. Permission is pushed into each query (and re-checked by the
+        pipeline)."""
+        async def session() -> _Session:
+            if scope.session_id is None:
+                return _Session()
+            info, tail = await self._sessions.hot_tail(
+                tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id)
+            if info is None:
+                return _Session()
+            events = tail[-self._history:]
+            history = self._session_candidates(scope, events, info.user_id)
+            found, latest = await asyncio.gather(
+                self._transcript(scope, req), self._latest(scope, req, history))
+            return _Session(owner=info.user_id, events=events, candidates=history,
+                            transcript=found, latest=latest)
+
+        async def task() -> TaskCheckpoint | None:
+            if scope.task_id is None:
+                return None
+            return await self._tasks.for_turn(
+                tenant_id=scope.tenant_id, task_id=scope.task_id, user_id=scope.user_id)
+
+        embedding = asyncio.ensure_future(self._embedding(req))
+
+        async def vector() -> list[KnowledgeHit]:
+            return await self._knowledge.search_vector(
+                query=self._query(scope, req, await embedding))
+
+        async def memories() -> tuple[list[MemoryHit], list[MemoryRecord]]:
+            if self._memories is None:
+                return [], []
+            return await asyncio.gather(
+                self._memories.recall(scope, req.query, await embedding),
+                self._memories.pins(scope))
+
+        async def text() -> list[KnowledgeHit]:
+            return await self._knowledge.search_text(query=self._query(scope, req, None))
+
+        async def bundle() -> Admitted | None:
+            if req.workspace is None:
+                return None
+            return await self._bundles.admit(
+                tenant_id=scope.tenant_id, session_id=scope.session_id, agent_id=req.agent_id,
+                workspace=req.workspace)
+
+        try:
+            sess, checkpoint, vhits, thits, admitted, (mhits, pins) = \
+                await asyncio.gather(session(), task(), vector(), text(), bundle(), memories())
+        finally:
+            embedding.cancel()
+        return Collected(events=sess.events, session_owner=sess.owner, session=sess.candidates,
+                         latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
+                         transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)
+
+    async def _transcript(self, scope: Scope, req: TurnRequest) -> list[TranscriptHit]:
+        if scope.session_id is None or scope.session_visibility <= Visibility.SELF:
+            return []
+        return await self._sessions.search_owned(
+            tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id,
+            visibility=scope.session_visibility, query=req.query, limit=TRANSCRIPT_HITS,
+            exclude_current=True)
+
+    async def _latest(self, scope: Scope, req: TurnRequest, history: list[Candidate]
+                      ) -> StoredCompaction | None:
+        """The latest compaction, read beside the other layers when the turn will need it
+        (the history is outgrown): not one round trip after them."""
+        if (self._compactions is None or scope.session_id is None or not history
+                or not self._compactions.outgrown(sum(c.tokens for c in history),
+                                                  session_budget(self._config, req))):
+            return None
+        return await self._compactions.latest(tenant_id=scope.tenant_id,
+                                              session_id=scope.session_id)
+
+    async def _embedding(self, req: TurnRequest) -> list[float]:
+        if req.query_embedding is not None:
+            return list(req.query_embedding)
+        return await self._embedder.embed_query(req.query)
+
+    def _query(self, scope: Scope, req: TurnRequest, emb: Sequence[float] | None
+               ) -> KnowledgeQuery:
+        return KnowledgeQuery(
+            tenant_id=scope.tenant_id, user_id=scope.user_id, groups=scope.groups,
+            domain=scope.domain, max_level=scope.data_level, now=datetime.now(UTC),
+            embedding=emb, text=req.query, k=self._k)
+
+    def _session_candidates(self, scope: Scope, events: list[SessionEvent], owner: str
+                            ) -> list[Candidate]:
+        if scope.session_id is None or not events:
+            return []
+        return session_candidates(events, tenant_id=scope.tenant_id,
+                                  session_id=scope.session_id, owner_user_id=owner,
+                                  count_tokens=self._count)
