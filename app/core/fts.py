@@ -38,6 +38,7 @@ _CJK = (
 )
 _TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W{_CJK}]+)")
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
+_ASCII_WORD = re.compile(r"[a-z0-9_]+")  # \\w on lowercased ASCII text
 
 MAX_WORD_CHARS = 64  # longer "words" are hashes or base64 blobs: useless as lexemes
 MAX_QUERY_TERMS = 64  # bounds the size of the tsquery a user's text can produce
@@ -81,6 +82,10 @@ def _safe(term: str) -> bool:
 
 def query_terms(text: str) -> list[str]:
     """Distinct, escape-free lexemes of a query, in first-seen order."""
+    if text.isascii():  # the common case, in C: every ASCII token is safe, none is CJK
+        distinct = dict.fromkeys(_ASCII_WORD.findall(text.lower()))
+        return [w for w in distinct
+                if len(w) <= MAX_WORD_CHARS and w not in _STOP_WORDS][:MAX_QUERY_TERMS]
     seen: dict[str, None] = {}
     for term in tokens(text):
         if term in _STOP_WORDS or not _safe(term):

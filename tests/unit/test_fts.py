@@ -91,3 +91,9 @@ def test_tokens_and_terms_match_the_reference_on_mixed_unicode() -> None:
             text += "x" * rng.randint(60, 70)  # around MAX_WORD_CHARS
         assert fts.tokens(text) == _reference_tokens(text), text
         assert fts.query_terms(text) == _reference_terms(text), text
+    ascii_words = ["Refund", "the", "TIMEOUT", "a_b", "x" * 64, "y" * 65, "Is", "42"]
+    for _ in range(2000):  # ASCII text takes its own path
+        words = [rng.choice(ascii_words) + str(rng.randrange(60)) * (rng.random() < 0.3)
+                 for _ in range(rng.randint(0, 90))]
+        text = "".join(w + rng.choice(" .,\n-") for w in words)
+        assert fts.query_terms(text) == _reference_terms(text), text
