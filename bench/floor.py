@@ -3,10 +3,10 @@
 Same drivers and statements as the service: ``Database`` (app role, RLS, pgvector codec) and
 the Redis client from ``app.adapters``, and the adapters' SQL constants, in the turn's order:
 the key lookup and the replay check; then concurrently the Redis tail and pin snapshot,
-session info, the latest checkpoint, vector search (the count once per tenant, as the
-service remembers it, then exact or HNSW with the same settings), full-text search and the
-memory recall (both rankers, one statement); then the compaction lookup, the manifest insert and
-the replay entry. What a real turn does beyond this (HTTP, JSON, building candidates, the
+session info, the latest checkpoint, vector search and memory recall (through their adapters,
+whose strategy is the query: exact or HNSW, a remembered count; both rankers in one
+statement) and full-text search; then the compaction lookup, the manifest insert and the
+replay entry. What a real turn does beyond this (HTTP, JSON, building candidates, the
 pipeline, the manifest) is the service's overhead over the floor.
 
 Also here: filtered-search recall@10 of the service's vector search against exact search.
@@ -29,17 +29,15 @@ from app.adapters.postgres.compactions import LATEST_SQL as COMPACTION_SQL
 from app.adapters.postgres.db import Database, Sql
 from app.adapters.postgres.keys import PRINCIPAL_SQL
 from app.adapters.postgres.knowledge import (
-    ANN_SETTINGS,
     COUNT_VISIBLE_SQL,
-    EF_SEARCH_MIN,
     EXACT_MAX_ROWS,
-    SEARCH_ANN_SQL,
     SEARCH_EXACT_SQL,
     SEARCH_TEXT_SQL,
     PgKnowledgeStore,
+    visible_params,
 )
 from app.adapters.postgres.manifests import INSERT_WITH_AUDIT_SQL
-from app.adapters.postgres.memories import MEMORY_SQL
+from app.adapters.postgres.memories import PgMemoryStore
 from app.adapters.postgres.sessions import INFO_SQL
 from app.adapters.postgres.tasks import GET_LATEST_SQL
 from app.adapters.redis.client import open_redis
@@ -47,12 +45,11 @@ from app.adapters.redis.keys import replay_key, tail_key
 from app.adapters.redis.pins import RedisPinSnapshots
 from app.core import fts
 from app.core.model import DataLevel
-from app.ports import KnowledgeQuery
+from app.ports import KnowledgeQuery, MemoryQuery
 
-_COUNT, _EXACT, _ANN = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL), Sql(SEARCH_ANN_SQL)
+_COUNT, _EXACT = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL)
 _FTS, _KEY = Sql(SEARCH_TEXT_SQL), Sql(PRINCIPAL_SQL)
 _INFO, _LATEST, _MANIFEST = Sql(INFO_SQL), Sql(GET_LATEST_SQL), Sql(INSERT_WITH_AUDIT_SQL)
-_MEMORY = Sql(MEMORY_SQL["recall"])
 K = 8  # Settings.knowledge_k
 MEMORY_K = 5  # Settings.memory_k
 
@@ -70,14 +67,17 @@ class FloorTurn:
     key_hash: bytes = b""
 
 
-def _visible(t: FloorTurn, level: DataLevel) -> dict[str, Any]:
-    return {"tenant_id": t.tenant_id, "user_id": t.user_id, "groups": t.groups,
-            "domain": t.domain, "max_level": int(level), "now": datetime.now(UTC)}
+def _knowledge_query(t: FloorTurn, level: DataLevel, embedding: list[float], k: int
+                     ) -> KnowledgeQuery:
+    return KnowledgeQuery(tenant_id=t.tenant_id, user_id=t.user_id, groups=tuple(t.groups),
+                          domain=t.domain, max_level=level, now=datetime.now(UTC),
+                          embedding=embedding, text="", k=k)
 
 
-async def _floor_turn(db: Database, redis: Any, prefix: str, t: FloorTurn,
-                      manifest: dict[str, Any], counts: dict[str, int]) -> None:
-    vis = _visible(t, DataLevel.INTERNAL)
+async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMemoryStore,
+                      redis: Any, prefix: str, t: FloorTurn, manifest: dict[str, Any]) -> None:
+    kq = _knowledge_query(t, DataLevel.INTERNAL, t.embedding, K)
+    vis = visible_params(kq)
     turn_id = f"floor_{uuid.uuid4().hex[:16]}"
     async with db.connection() as conn:
         await conn.fetchrow(_KEY, {"key_hash": t.key_hash})
@@ -100,24 +100,10 @@ async def _floor_turn(db: Database, redis: Any, prefix: str, t: FloorTurn,
         async with db.tenant_tx(t.tenant_id) as conn:
             await conn.fetchrow(_LATEST, {"tenant_id": t.tenant_id, "task_id": t.task_id})
 
-    async def vector() -> None:
-        params = {**vis, "embedding": t.embedding, "k": K}
-        settings = {**ANN_SETTINGS, "hnsw.ef_search": str(min(1000, max(EF_SEARCH_MIN, 2 * K)))}
-        async with db.tenant_tx(t.tenant_id, settings) as conn:
-            n = counts.get(t.tenant_id)
-            if n is None:
-                n = counts[t.tenant_id] = await conn.fetchval(
-                    _COUNT, {**params, "cap": EXACT_MAX_ROWS})
-            if n < EXACT_MAX_ROWS:
-                await conn.fetch(_EXACT, params)
-                return
-            if len(await conn.fetch(_ANN, params)) < K:
-                await conn.fetch(_EXACT, params)
+    async def vector() -> None:  # the adapter itself: its exact-or-HNSW choice is the query
+        await knowledge.search_vector(query=kq)
 
     q = fts.tsquery(t.query)
-    recall = {"tenant_id": t.tenant_id, "user_id": t.user_id, "domain": t.domain,
-              "task_id": t.task_id, "now": vis["now"], "max_level": vis["max_level"],
-              "k": MEMORY_K}
 
     async def fulltext() -> None:
         if q is not None:
@@ -125,8 +111,10 @@ async def _floor_turn(db: Database, redis: Any, prefix: str, t: FloorTurn,
                 await conn.fetch(_FTS, {**vis, "tsquery": q, "k": K})
 
     async def memory() -> None:
-        async with db.tenant_tx(t.tenant_id) as conn:
-            await conn.fetch(_MEMORY, {**recall, "embedding": t.embedding, "tsquery": q})
+        await memories.recall(query=MemoryQuery(
+            tenant_id=t.tenant_id, user_id=t.user_id, domain=t.domain, task_id=t.task_id,
+            max_level=kq.max_level, now=kq.now, embedding=t.embedding, text=t.query,
+            k=MEMORY_K))
 
     await asyncio.gather(tail(), pins(), info(), checkpoint(), vector(), fulltext(), memory())
     async with db.tenant_tx(t.tenant_id) as conn:
@@ -148,13 +136,16 @@ async def measure_floor(owner_url: str, redis_url: str, prefix: str, turns: list
     db = await Database.open(owner_url, role="ctxgate_app", password=None, pool_size=10)
     redis = open_redis(redis_url)
     out: list[float] = []
-    counts: dict[str, int] = {}
+    knowledge = PgKnowledgeStore(db)  # remembers visible counts as the service's does
+    memories = PgMemoryStore(db)
     try:
         for i in range(min(20, n)):
-            await _floor_turn(db, redis, prefix, turns[i % len(turns)], manifest, counts)
+            await _floor_turn(db, knowledge, memories, redis, prefix, turns[i % len(turns)],
+                              manifest)
         for i in range(n):
             t0 = time.perf_counter()
-            await _floor_turn(db, redis, prefix, turns[i % len(turns)], manifest, counts)
+            await _floor_turn(db, knowledge, memories, redis, prefix, turns[i % len(turns)],
+                              manifest)
             out.append((time.perf_counter() - t0) * 1000)
     finally:
         await redis.aclose()
@@ -173,14 +164,12 @@ async def measure_recall(owner_url: str, tenant: str, embeddings: list[list[floa
     visible = 0
     try:
         for emb in embeddings:
-            q = KnowledgeQuery(tenant_id=tenant, user_id=user_id, groups=tuple(groups),
-                               domain=domain, max_level=level, now=datetime.now(UTC),
-                               embedding=emb, text="", k=k)
+            q = _knowledge_query(FloorTurn(tenant, "", None, user_id, groups, domain, "", emb),
+                                 level, emb, k)
             t0 = time.perf_counter()
             hits = await store.search_vector(query=q)
             lat.append((time.perf_counter() - t0) * 1000)
-            params = {**_visible(FloorTurn(tenant, "", None, user_id, groups, domain, "", emb),
-                                 level), "embedding": emb, "k": k}
+            params = {**visible_params(q), "embedding": emb, "k": k}
             async with db.tenant_tx(tenant) as conn:
                 exact = [(r.doc_id, r.chunk_no) for r in await conn.fetch(_EXACT, params)]
                 visible = int(await conn.fetchval(_COUNT, {**params, "cap": 10**9}))
