@@ -20,8 +20,9 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
 # orjson reads an integer past 64 bits as a float, which would change a tool call's
-# arguments; a body with such a digit run (rare) takes the stdlib parser, which keeps it.
-_LONG_DIGITS = re.compile(rb"\d{20,}")
+# arguments; a body with such an integer (rare) takes the stdlib parser, which keeps it. The
+# digits of a fraction or an exponent's mantissa (0.00012345678901234567) are no integer.
+_LONG_INTEGER = re.compile(rb"(?<![\d.])\d{20,}(?![\d.eE])")
 
 
 def _no_constants(name: str) -> Any:
@@ -34,7 +35,7 @@ class OrjsonRequest(Request):
             body = await self.body()
             body = body.removeprefix(codecs.BOM_UTF8)  # the stdlib parser accepted one
             self._json = (json.loads(body, parse_constant=_no_constants)
-                          if _LONG_DIGITS.search(body) else orjson.loads(body))
+                          if _LONG_INTEGER.search(body) else orjson.loads(body))
         return self._json
 
 

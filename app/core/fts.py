@@ -38,7 +38,7 @@ _CJK = (
 )
 _TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W{_CJK}]+)")
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
-_ASCII_WORD = re.compile(r"[a-z0-9_]+")  # \\w on lowercased ASCII text
+_ASCII_WORD = re.compile(r"[a-z0-9_]+")  # what \w matches in lowercased ASCII text
 
 MAX_WORD_CHARS = 64  # longer "words" are hashes or base64 blobs: useless as lexemes
 MAX_QUERY_TERMS = 64  # bounds the size of the tsquery a user's text can produce

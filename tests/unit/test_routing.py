@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.api.routing import OrjsonRequest
+from app.api.routing import _LONG_INTEGER, OrjsonRequest
 
 
 async def parse(body: bytes) -> object:
@@ -28,3 +28,9 @@ async def test_integers_past_64_bits_stay_exact_and_a_bom_is_skipped() -> None:
 async def test_not_json_is_a_decode_error_on_both_paths(body: bytes) -> None:
     with pytest.raises(json.JSONDecodeError):
         await parse(body)
+
+
+def test_only_integer_literals_take_the_exact_path() -> None:
+    assert _LONG_INTEGER.search(b'{"n": 1180591620717411303424}')
+    for fraction in (b"[0.00012345678901234567]", b"[1.2345678901234567890e-5]", b"[12345]"):
+        assert _LONG_INTEGER.search(fraction) is None
