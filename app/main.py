@@ -12,6 +12,7 @@ import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 
 from fastapi import FastAPI
 
@@ -22,7 +23,7 @@ from app.adapters.postgres.compactions import PgCompactionStore
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
 from app.adapters.postgres.keys import PgKeyStore
-from app.adapters.postgres.knowledge import PgKnowledgeStore
+from app.adapters.postgres.knowledge import PgKnowledgeStore, ann_settings
 from app.adapters.postgres.manifests import PgManifestStore
 from app.adapters.postgres.memories import PgMemoryStore
 from app.adapters.postgres.sessions import PgSessionArchive
@@ -161,6 +162,7 @@ class Container:
             profiles=profiles_from_json(settings.redaction_profiles)
             if settings.redaction_profiles else {},
             tracer=make_tracer("ctxgate", console=settings.otel_console),
+            reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
             compactions=compaction_svc)
         estore = PgErasureStore(db)

@@ -257,6 +257,9 @@ class MemoryProbe:
 
 
 Gate = Callable[[Sequence[Existing]], GateDecision]
+# A turn's reads of one tenant inside the block share one read-only transaction (the
+# Postgres adapters' ``Database.shared_reads``): one BEGIN and COMMIT instead of one per layer.
+SharedReads = Callable[[str], AbstractAsyncContextManager[None]]
 
 
 class MemoryStore(Protocol):

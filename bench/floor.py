@@ -2,10 +2,11 @@
 
 Same drivers and statements as the service: ``Database`` (app role, RLS, pgvector codec) and
 the Redis client from ``app.adapters``, and the adapters' SQL constants, in the turn's order:
-the key lookup and the replay check; then concurrently the Redis tail and pin snapshot,
+the key lookup and the replay check; then concurrently the Redis tail and pin snapshot, and
+in one shared read-only transaction (``Database.shared_reads``, as a turn's collect step)
 session info, the latest checkpoint, vector search and memory recall (through their adapters,
 whose strategy is the query: exact or HNSW, a remembered count; both rankers in one
-statement) and full-text search; then the compaction lookup, the manifest insert and the
+statement), full-text search and the compaction lookup; then the manifest insert and the
 replay entry. What a real turn does beyond this (HTTP, JSON, building candidates, the
 pipeline, the manifest) is the service's overhead over the floor.
 
@@ -34,6 +35,7 @@ from app.adapters.postgres.knowledge import (
     SEARCH_EXACT_SQL,
     SEARCH_TEXT_SQL,
     PgKnowledgeStore,
+    ann_settings,
     visible_params,
 )
 from app.adapters.postgres.manifests import INSERT_WITH_AUDIT_SQL
@@ -91,13 +93,13 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
                                                                             t.session_id))
 
     async def info() -> None:
-        async with db.tenant_tx(t.tenant_id) as conn:
+        async with db.read_tx(t.tenant_id) as conn:
             await conn.fetchrow(_INFO, {"tenant_id": t.tenant_id, "session_id": t.session_id})
 
     async def checkpoint() -> None:
         if t.task_id is None:
             return
-        async with db.tenant_tx(t.tenant_id) as conn:
+        async with db.read_tx(t.tenant_id) as conn:
             await conn.fetchrow(_LATEST, {"tenant_id": t.tenant_id, "task_id": t.task_id})
 
     async def vector() -> None:  # the adapter itself: its exact-or-HNSW choice is the query
@@ -107,7 +109,7 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
 
     async def fulltext() -> None:
         if q is not None:
-            async with db.tenant_tx(t.tenant_id) as conn:
+            async with db.read_tx(t.tenant_id) as conn:
                 await conn.fetch(_FTS, {**vis, "tsquery": q, "k": K})
 
     async def memory() -> None:
@@ -116,10 +118,14 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
             max_level=kq.max_level, now=kq.now, embedding=t.embedding, text=t.query,
             k=MEMORY_K))
 
-    await asyncio.gather(tail(), pins(), info(), checkpoint(), vector(), fulltext(), memory())
-    async with db.tenant_tx(t.tenant_id) as conn:
-        await conn.fetchrow(COMPACTION_SQL, {"tenant_id": t.tenant_id,
-                                             "session_id": t.session_id})
+    async def compaction() -> None:
+        async with db.read_tx(t.tenant_id) as conn:
+            await conn.fetchrow(COMPACTION_SQL, {"tenant_id": t.tenant_id,
+                                                 "session_id": t.session_id})
+
+    async with db.shared_reads(t.tenant_id, ann_settings(K)):
+        await asyncio.gather(tail(), pins(), info(), checkpoint(), vector(), fulltext(),
+                             memory(), compaction())
     body = dumps({**manifest, "turn_id": turn_id})
     async with db.tenant_tx(t.tenant_id) as conn:
         await conn.execute(_MANIFEST, {

@@ -48,6 +48,7 @@ from app.ports import (
     Embedder,
     KnowledgeStore,
     ManifestStore,
+    SharedReads,
     StoredManifest,
     TokenCounter,
 )
@@ -85,6 +86,7 @@ class Assembler:
         metrics: Metrics,
         tracer: Tracer,
         profiles: Mapping[str, RedactionProfile],
+        reads: SharedReads,
         memories: MemoryService | None = None,
         memory_revalidate_days: int = 90,
         compactions: CompactionService | None = None,
@@ -92,7 +94,8 @@ class Assembler:
         self._collector = Collector(
             sessions=sessions, tasks=tasks, bundles=bundles, knowledge=knowledge,
             embedder=embedder, count_tokens=count_tokens, config=config, knowledge_k=knowledge_k,
-            history_events=history_events, memories=memories, compactions=compactions)
+            history_events=history_events, memories=memories, compactions=compactions,
+            reads=reads)
         self._compactions = compactions
         self._revalidate = timedelta(days=memory_revalidate_days)
         self._manifests = manifests

@@ -30,7 +30,14 @@ from app.core.model import (
     Visibility,
 )
 from app.core.pipeline import PipelineConfig
-from app.ports import Embedder, KnowledgeQuery, KnowledgeStore, StoredCompaction, TokenCounter
+from app.ports import (
+    Embedder,
+    KnowledgeQuery,
+    KnowledgeStore,
+    SharedReads,
+    StoredCompaction,
+    TokenCounter,
+)
 from app.service.bundles import Admitted, BundleService
 from app.service.compaction import CompactionService
 from app.service.memories import MemoryService
@@ -75,8 +82,8 @@ class Collector:
     def __init__(self, *, sessions: SessionService, tasks: TaskService, bundles: BundleService,
                  knowledge: KnowledgeStore, embedder: Embedder, count_tokens: TokenCounter,
                  config: PipelineConfig, knowledge_k: int, history_events: int,
-                 memories: MemoryService | None, compactions: CompactionService | None
-                 ) -> None:
+                 memories: MemoryService | None, compactions: CompactionService | None,
+                 reads: SharedReads) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._bundles = bundles
@@ -88,12 +95,14 @@ class Collector:
         self._history = history_events
         self._memories = memories
         self._compactions = compactions
+        self._reads = reads
 
     async def collect(self, scope: Scope, req: TurnRequest) -> Collected:
-        """Every layer's store reads for one turn, concurrently, each on its own pooled
-        connection; the session layer also reads the latest compaction once its history
-        is ``outgrown``. Permission is pushed into each query (and re-checked by the
-        pipeline)."""
+        """Every layer's store reads for one turn, started concurrently: the Redis reads and
+        the embedding overlap, the Postgres reads share one read-only transaction
+        (``reads``), queued on its connection. The session layer also reads the latest
+        compaction once its history is ``outgrown``. Permission is pushed into each query
+        (and re-checked by the pipeline)."""
         async def session() -> _Session:
             if scope.session_id is None:
                 return _Session()
@@ -138,8 +147,9 @@ class Collector:
                 workspace=req.workspace)
 
         try:
-            sess, checkpoint, vhits, thits, admitted, (mhits, pins) = \
-                await asyncio.gather(session(), task(), vector(), text(), bundle(), memories())
+            async with self._reads(scope.tenant_id):
+                sess, checkpoint, vhits, thits, admitted, (mhits, pins) = await asyncio.gather(
+                    session(), task(), vector(), text(), bundle(), memories())
         finally:
             embedding.cancel()
         return Collected(events=sess.events, session_owner=sess.owner, session=sess.candidates,

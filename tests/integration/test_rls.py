@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -222,3 +223,54 @@ async def test_tenant_tx_commits_rolls_back_and_leaves_no_tenant_behind(db: Data
     with pytest.raises(ValueError, match="tenant_id"):
         async with db.tenant_tx("") as conn:
             pass
+
+
+PID = Sql("SELECT pg_backend_pid()")
+
+
+async def test_read_tx_is_read_only_and_scoped(db: Database) -> None:
+    async with db.read_tx("r") as conn:
+        assert await conn.fetchval(SETTING) == "r"
+    with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
+        async with db.read_tx("r") as conn:
+            await conn.execute(Sql("INSERT INTO sessions (tenant_id, session_id, user_id) "
+                                   "VALUES ('r', 's', 'u')"))
+
+
+async def test_shared_reads_join_one_transaction_and_only_for_their_tenant(db: Database) -> None:
+    ef = Sql("SELECT current_setting('hnsw.ef_search', true)")
+
+    async def read(tenant: str, settings: dict[str, str] | None = None
+                   ) -> tuple[int, str, str | None]:
+        async with db.read_tx(tenant, settings or {}) as conn:
+            return (await conn.fetchval(PID), await conn.fetchval(SETTING),
+                    await conn.fetchval(ef))
+
+    async with db.shared_reads("s", {"hnsw.ef_search": "77"}):
+        joined = await asyncio.gather(read("s"), read("s"), read("s", {"hnsw.ef_search": "77"}))
+        assert len({pid for pid, _, _ in joined}) == 1  # one connection, queued in turn
+        assert {(t, e) for _, t, e in joined} == {("s", "77")}
+        lacking = await read("s", {"hnsw.ef_search": "99"})  # a setting it lacks: set first
+        assert lacking == (joined[0][0], "s", "99")
+        other = await read("other")  # another tenant never joins: its own transaction
+        assert other[0] != joined[0][0] and other[1] == "other"
+        async with db.tenant_tx("s") as conn:  # writes never join
+            assert await conn.fetchval(PID) != joined[0][0]
+    after = await read("s")  # the block is over: a read opens its own again
+    assert after[1] == "s" and after[2] != "99"
+    for _ in range(2):  # and the shared connection went back clean
+        async with db.connection() as conn:
+            assert await conn.fetchval(SETTING) in (None, "")
+            assert not conn.raw.is_in_transaction()
+
+
+async def test_a_failed_shared_read_aborts_the_block(db: Database) -> None:
+    async def bad() -> None:
+        async with db.read_tx("f") as conn:
+            await conn.fetchval(Sql("SELECT 1 / 0"))
+
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        async with db.shared_reads("f"):
+            await bad()
+    async with db.read_tx("f") as conn:  # the pool is healthy afterwards
+        assert await conn.fetchval(SETTING) == "f"

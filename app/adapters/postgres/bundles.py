@@ -150,18 +150,18 @@ class PgBundleStore:
     async def get(self, *, tenant_id: str, bundle_id: str, revision: str
                   ) -> BundleRevision | None:
         params = {"tenant_id": tenant_id, "bundle_id": bundle_id, "revision": revision}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             row = await conn.fetchrow(_S["get"], params)
         return _revision(row) if row is not None else None
 
     async def revisions(self, *, tenant_id: str, bundle_id: str) -> list[BundleRevision]:
         params = {"tenant_id": tenant_id, "bundle_id": bundle_id}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             return [_revision(r) for r in await conn.fetch(_S["list"], params)]
 
     async def channel(self, *, tenant_id: str, bundle_id: str) -> Channel | None:
         params = {"tenant_id": tenant_id, "bundle_id": bundle_id}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             row = await conn.fetchrow(_S["channel"], params)
         return _channel(row) if row is not None else None
 
@@ -188,7 +188,7 @@ class PgBundleStore:
                             ) -> tuple[Binding | None, bool, Channel | None]:
         """(the session's pin or None, whether that pin is revoked, the channel or None)."""
         params = {"tenant_id": tenant_id, "session_id": session_id, "bundle_id": bundle_id}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             row = await conn.one(_S["state"], params)
         pin = (Binding(bundle_id=bundle_id, revision=row.revision, sha256=row.sha256)
                if row.revision is not None else None)

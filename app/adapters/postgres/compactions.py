@@ -36,7 +36,7 @@ class PgCompactionStore:
         self._db = db
 
     async def latest(self, *, tenant_id: str, session_id: str) -> StoredCompaction | None:
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             row = await conn.fetchrow(LATEST_SQL, {"tenant_id": tenant_id,
                                                    "session_id": session_id})
         if row is None:

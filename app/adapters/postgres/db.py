@@ -7,6 +7,10 @@ Contract:
 - ``tenant_tx(tenant_id)`` yields a ``Tx`` inside a transaction whose first statement is
   ``set_config('app.tenant_id', tenant_id, true)``: transaction-local, so a pooled
   connection never carries a tenant into the next checkout. Every adapter query runs here.
+- ``read_tx(tenant_id)`` is the same for reads, ``READ ONLY``; inside ``shared_reads(tenant_id)``
+  every ``read_tx`` of that tenant — in that task and the tasks it starts — joins one shared
+  read-only transaction instead, queued on its one connection: a turn's seven layer reads
+  cost one BEGIN and one COMMIT, not seven of each.
 - ``connection()`` is a ``Tx`` without a transaction: single statements (a key lookup) and
   session-level advisory locks.
 - ``unscoped_tx()`` is for the SECURITY DEFINER key functions and ``alembic_version``: the
@@ -25,9 +29,12 @@ a jsonb codec (parameters are serialized text, columns are parsed with orjson), 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -130,6 +137,33 @@ def _literal(value: str) -> str:
     return "E'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _opening(begin: str, tenant_id: str, settings: Mapping[str, str]) -> str:
+    """One simple query that opens a transaction and scopes it: BEGIN, a prepared set_config
+    and the statement as separate round trips cost two more."""
+    if not tenant_id or "\x00" in tenant_id:
+        raise ValueError("tenant_id must be non-empty text")
+    return f"{begin}; SELECT {_set_configs({**settings, 'app.tenant_id': tenant_id})}"
+
+
+def _set_configs(settings: Mapping[str, str]) -> str:
+    return ", ".join(f"set_config({_literal(k)}, {_literal(v)}, true)"
+                     for k, v in settings.items())
+
+
+@dataclass(slots=True)
+class _Shared:
+    """The read-only transaction that ``read_tx`` calls inside ``shared_reads`` join."""
+
+    tenant_id: str
+    tx: Tx
+    settings: dict[str, str]
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    open: bool = True
+
+
+_SHARED: ContextVar[_Shared | None] = ContextVar("ctxgate_shared_reads", default=None)
+
+
 def app_url(owner_url: str, role: str, password: str | None) -> str:
     """The owner URL with the user replaced by ``role`` (and its password, if any)."""
     url = make_url(owner_url).set(username=role, password=password)
@@ -216,14 +250,46 @@ class Database:
         local to it; commits on success, rolls back on an exception, and discards the
         connection if even that fails (it must never go back to the pool inside a
         transaction that carries a tenant)."""
-        if not tenant_id or "\x00" in tenant_id:
-            raise ValueError("tenant_id must be non-empty text")
-        # One simple query opens the transaction and scopes it: BEGIN, a prepared set_config
-        # and COMMIT as separate statements were three round trips.
-        configs = "".join(f", set_config({_literal(k)}, {_literal(v)}, true)"
-                          for k, v in {**settings, "app.tenant_id": tenant_id}.items())
-        async with self._transaction(f"BEGIN; SELECT {configs[2:]}") as tx:
+        async with self._transaction(_opening("BEGIN", tenant_id, settings)) as tx:
             yield tx
+
+    @asynccontextmanager
+    async def read_tx(self, tenant_id: str, settings: Mapping[str, str] = NO_SETTINGS
+                      ) -> AsyncIterator[Tx]:
+        """``tenant_tx`` for reads: ``READ ONLY``, and inside ``shared_reads(tenant_id)`` the
+        shared transaction (its lock held for the block; ``settings`` it lacks are set in
+        it first)."""
+        shared = _SHARED.get()
+        if shared is not None and shared.tenant_id == tenant_id:
+            async with shared.lock:
+                if shared.open:  # (a task that outlived the block opens its own)
+                    missing = {k: v for k, v in settings.items()
+                               if shared.settings.get(k) != v}
+                    if missing:
+                        await shared.tx.raw.execute(f"SELECT {_set_configs(missing)}")
+                        shared.settings.update(missing)
+                    yield shared.tx
+                    return
+        async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def shared_reads(self, tenant_id: str, settings: Mapping[str, str] = NO_SETTINGS
+                           ) -> AsyncIterator[None]:
+        """Every ``read_tx(tenant_id)`` inside the block, in this task and the tasks it
+        starts, shares one read-only transaction opened with ``settings``: one connection,
+        one BEGIN and one COMMIT, the reads queued in turn (READ COMMITTED: each still sees
+        what was committed before it started). A read that fails aborts it, and the block
+        raises. Writes never join: ``tenant_tx`` is always its own."""
+        async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx:
+            shared = _Shared(tenant_id, tx, dict(settings))
+            token = _SHARED.set(shared)
+            try:
+                yield
+            finally:
+                _SHARED.reset(token)
+                async with shared.lock:  # a read still running finishes first
+                    shared.open = False
 
     @asynccontextmanager
     async def unscoped_tx(self) -> AsyncIterator[Tx]:

@@ -37,9 +37,15 @@ EXACT_MAX_ROWS = 1000  # exact search over <= 1k filtered vectors costs a few ms
 # At 100k chunks with a tenant holding 22% of them, ef_search 40 gave recall@10 0.91 and 100
 # gave 0.96 at about the same p50 (docs/benchmarks.md): the iterative scan stops sooner.
 EF_SEARCH_MIN = 100
-# Set in the transaction's opening query, so the HNSW path costs no extra round trip; they
-# change nothing for the exact scan.
-ANN_SETTINGS = {"hnsw.iterative_scan": "relaxed_order"}
+
+
+def ann_settings(k: int) -> dict[str, str]:
+    """The HNSW settings a search for ``k`` rows runs with: set in the transaction's opening
+    query (also a turn's ``shared_reads``), so the HNSW path costs no extra round trip; they
+    change nothing for the exact scan or the other layers' reads."""
+    return {"hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": str(min(1000, max(EF_SEARCH_MIN, 2 * k)))}
+
 # The visible-chunk count only picks exact scan or HNSW, so it is remembered per permission
 # filter for a while; this process's ingest of a tenant forgets the tenant's counts. Stale
 # counts (another worker's ingest, expiry, an erasure) for up to COUNT_TTL_S cost either speed
@@ -221,9 +227,7 @@ class PgKnowledgeStore:
         if query.embedding is None or query.k <= 0:
             return []
         params = {**visible_params(query), "embedding": list(query.embedding), "k": query.k}
-        settings = {**ANN_SETTINGS, "hnsw.ef_search": str(min(1000, max(EF_SEARCH_MIN,
-                                                                         2 * query.k)))}
-        async with self._db.tenant_tx(query.tenant_id, settings) as conn:
+        async with self._db.read_tx(query.tenant_id, ann_settings(query.k)) as conn:
             rows = await self._nearest(conn, query, params)
         return [_hit(r, i, "vector") for i, r in enumerate(rows, start=1)]
 
@@ -256,6 +260,6 @@ class PgKnowledgeStore:
         if tsquery is None or query.k <= 0:
             return []
         params = {**visible_params(query), "tsquery": tsquery, "k": query.k}
-        async with self._db.tenant_tx(query.tenant_id) as conn:
+        async with self._db.read_tx(query.tenant_id) as conn:
             rows = await conn.fetch(_S["fts"], params)
         return [_hit(r, i, "fts") for i, r in enumerate(rows, start=1)]

@@ -113,7 +113,7 @@ class PgManifestStore:
         return None
 
     async def get(self, *, tenant_id: str, turn_id: str) -> StoredManifest | None:
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             row = await conn.fetchrow(_GET, {"tenant_id": tenant_id, "turn_id": turn_id})
         return _stored(row) if row is not None else None
 
@@ -127,5 +127,5 @@ class PgManifestStore:
             "before": _before(filt.before),
             "limit": filt.limit,
         }
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             return [_stored(r) for r in await conn.fetch(_LIST, params)]

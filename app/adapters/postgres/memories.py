@@ -199,20 +199,20 @@ class PgMemoryStore:
         return await self._history(conn, record(row), new.value, actor, now)
 
     async def get(self, *, tenant_id: str, memory_id: str) -> MemoryRecord | None:
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             row = await conn.fetchrow(_S["get"], {"tenant_id": tenant_id,
                                                   "memory_id": memory_id})
         return record(row) if row is not None else None
 
     async def history(self, *, tenant_id: str, memory_id: str) -> list[dict[str, Any]]:
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             rows = await conn.fetch(_S["history"], {"tenant_id": tenant_id,
                                                       "memory_id": memory_id})
         return [{"version": r.version, "at": r.at.isoformat(), "action": r.action,
                  "actor": r.actor, "snapshot": r.snapshot} for r in rows]
 
     async def find(self, *, tenant_id: str, filt: MemoryFilter) -> list[MemoryRecord]:
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             rows = await conn.fetch(_S["list"], {
                 "tenant_id": tenant_id, "user_id": filt.user_id, "level": filt.scope_level,
                 "status": filt.status, "limit": filt.limit})
@@ -242,7 +242,7 @@ class PgMemoryStore:
             return []
         params = {**_recall_params(query), "tsquery": tsquery,
                   "embedding": list(query.embedding) if query.embedding is not None else None}
-        async with self._db.tenant_tx(query.tenant_id) as conn:
+        async with self._db.read_tx(query.tenant_id) as conn:
             rows = await conn.fetch(_S["recall"], params)
         out: list[MemoryHit] = []
         rank = [0, 0]
@@ -252,6 +252,6 @@ class PgMemoryStore:
         return out
 
     async def pinned(self, *, query: MemoryQuery, limit: int) -> list[MemoryRecord]:
-        async with self._db.tenant_tx(query.tenant_id) as conn:
+        async with self._db.read_tx(query.tenant_id) as conn:
             rows = await conn.fetch(_S["pinned"], {**_recall_params(query), "limit": limit})
         return [record(r) for r in rows]

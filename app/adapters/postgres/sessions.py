@@ -152,7 +152,7 @@ class PgSessionArchive:
 
     async def info(self, *, tenant_id: str, session_id: str) -> SessionInfo | None:
         params = {"tenant_id": tenant_id, "session_id": session_id}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             row = await conn.fetchrow(_INFO, params)
         return _info(row) if row is not None else None
 
@@ -191,7 +191,7 @@ class PgSessionArchive:
     ) -> list[SessionEvent]:
         params = {"tenant_id": tenant_id, "session_id": session_id,
                   "after_seq": after_seq, "limit": limit}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             return [_event(r) for r in await conn.fetch(_EVENTS, params)]
 
     async def search(self, *, tenant_id: str, session_id: str, user_id: str,
@@ -202,12 +202,12 @@ class PgSessionArchive:
             return []
         params = {"tenant_id": tenant_id, "session_id": session_id, "user_id": user_id,
                   "tsquery": tsquery, "limit": limit, "exclude_current": exclude_current}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             rows = await conn.fetch(_SEARCH[visibility], params)
             return [TranscriptHit(session_id=r.session_id, event=_event(r), rank=i + 1)
                     for i, r in enumerate(rows)]
 
     async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]:
         params = {"tenant_id": tenant_id, "session_id": session_id, "n": n}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             return [_event(r) for r in await conn.fetch(_TAIL, params)]

@@ -129,7 +129,7 @@ class PgTaskStore:
         self, *, tenant_id: str, task_id: str, revision: int | None = None
     ) -> TaskCheckpoint | None:
         params: dict[str, Any] = {"tenant_id": tenant_id, "task_id": task_id}
-        async with self._db.tenant_tx(tenant_id) as conn:
+        async with self._db.read_tx(tenant_id) as conn:
             if revision is None:
                 row = await conn.fetchrow(_LATEST, params)
             else:
