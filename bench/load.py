@@ -1,10 +1,13 @@
-"""The HTTP load generator: one asyncio httpx client, run in its own process.
+"""The HTTP load generator: one asyncio aiohttp client, run in its own process.
 
 ``run_scenario(spec)`` is the process entry point (picklable arguments, picklable result).
 Closed loop: ``concurrency`` workers each send the next request as soon as the previous one
 answers. Open loop: requests start on a fixed schedule (``rate`` per second) whether or not
 earlier ones have answered, and latency is measured from the scheduled start, so a stalled
-server is not hidden by coordinated omission.
+server is not hidden by coordinated omission. aiohttp rather than httpx: the generator
+shares the cores with the server, and httpx spent ~2.2 ms of CPU per turn's request and
+response against aiohttp's ~0.7 ms (measured on this machine), time taken from the server
+and added to every latency.
 """
 
 from __future__ import annotations
@@ -54,13 +57,14 @@ def _timings(body: bytes, result: Result) -> None:
 async def _one(client: Any, req: tuple[str, bytes], result: Result, start: float) -> None:
     key, body = req
     try:
-        resp = await client.post("/v1/context", content=body, headers={
-            "authorization": f"Bearer {key}", "content-type": "application/json"})
-        status = resp.status_code
+        async with client.post("/v1/context", data=body, headers={
+                "authorization": f"Bearer {key}", "content-type": "application/json"}) as resp:
+            status = resp.status
+            content = await resp.read()
         if status == 200:
-            _timings(resp.content, result)
+            _timings(content, result)
         elif len(result.errors) < 5:
-            result.errors.append(f"{status}: {resp.text[:300]}")
+            result.errors.append(f"{status}: {content[:300]!r}")
     except Exception as exc:  # a timeout or reset counts as a failed request
         status = 0
         if len(result.errors) < 5:
@@ -70,13 +74,12 @@ async def _one(client: Any, req: tuple[str, bytes], result: Result, start: float
 
 
 async def _run(spec: Spec) -> Result:
-    import httpx
+    import aiohttp
 
     result = Result(name=spec.name)
-    limits = httpx.Limits(max_connections=max(spec.concurrency, 256),
-                          max_keepalive_connections=max(spec.concurrency, 256))
-    async with httpx.AsyncClient(base_url=spec.base_url, limits=limits,
-                                 timeout=httpx.Timeout(30.0)) as client:
+    connector = aiohttp.TCPConnector(limit=max(spec.concurrency, 256))
+    async with aiohttp.ClientSession(spec.base_url, connector=connector,
+                                     timeout=aiohttp.ClientTimeout(total=30.0)) as client:
         scratch = Result(name="warmup")
         for i in range(spec.warmup):
             await _one(client, spec.requests[i % len(spec.requests)], scratch, time.perf_counter())
