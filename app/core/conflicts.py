@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from itertools import combinations
 
-from app.core.fts import query_terms
+from app.core.fts import ascii_terms, ascii_words, query_terms
 from app.core.model import Kind, Layer, Segment, Trust
 
 MIN_SHARED_TERMS = 3
@@ -32,10 +32,14 @@ AUTHORITY_NAMES = ("managed_enforcement", "task_contract", "reviewed_project_rul
                    "local_preference", "retrieved_document", "model_generated_memory")
 
 _SENTENCE = re.compile(r"[^.!?。！？；;\n]{1,2000}")
-_POLARITY = re.compile(
-    r"\b(?:not|never|no|only|except|excepted|excluding|unless|without|limit|limited|"
-    r"before|after|until|deadline|must not|cannot|forbidden)\b|n't|"
-    r"不|没有|禁止|仅限|只|除外|除了|上限|截止|之前|不得", re.IGNORECASE)
+# Words that negate, except, limit or bound in time ("must not" is "not"), "n't", and their
+# Chinese counterparts (no word boundaries there).
+_POLARITY_WORDS = frozenset((
+    "not", "never", "no", "only", "except", "excepted", "excluding", "unless", "without",
+    "limit", "limited", "before", "after", "until", "deadline", "cannot", "forbidden"))
+_POLARITY_CJK = ("不", "没有", "禁止", "仅限", "只", "除外", "除了", "上限", "截止", "之前", "不得")
+_POLARITY = re.compile(rf"\b(?:{'|'.join(sorted(_POLARITY_WORDS))})\b|n't|"
+                       rf"{'|'.join(_POLARITY_CJK)}", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,13 +74,24 @@ def authority(seg: Segment) -> int | None:
 def _statements(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
     out: list[tuple[frozenset[str], bool]] = []
     for match in _SENTENCE.finditer(text):
-        sentence = match.group()
-        terms = frozenset(query_terms(sentence))
+        terms, polar = _sentence(match.group())
         if len(terms) >= MIN_SHARED_TERMS:
-            out.append((terms, _POLARITY.search(sentence) is not None))
+            out.append((terms, polar))
             if len(out) >= MAX_SENTENCES:
                 break
     return tuple(out)
+
+
+def _sentence(sentence: str) -> tuple[frozenset[str], bool]:
+    """A sentence's content terms, and whether it negates, excepts or limits."""
+    if sentence.isascii():
+        # The common case, from one pass over its words: in lowercased ASCII text, ``\bw\b``
+        # is exactly "``w`` is one of its [a-z0-9_] runs" (tests compare it with _POLARITY).
+        lowered = sentence.lower()
+        words = ascii_words(lowered)
+        polar = "n't" in lowered or not _POLARITY_WORDS.isdisjoint(words)
+        return frozenset(ascii_terms(words)), polar
+    return frozenset(query_terms(sentence)), _POLARITY.search(sentence) is not None
 
 
 def _disagree(higher: tuple[tuple[frozenset[str], bool], ...],

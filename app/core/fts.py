@@ -36,8 +36,9 @@ _CJK = (
     "\uf900-\ufaff"  # CJK Compatibility Ideographs
     "\U00020000-\U0003134f"  # CJK Extensions B-G
 )
-_TOKEN = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>[^\W{_CJK}]+)")
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
+_CJK_SPLIT = re.compile(rf"([{_CJK}]+)")  # split(): other text, a CJK run, other text, ...
+_WORD = re.compile(r"\w+")
 _ASCII_WORD = re.compile(r"[a-z0-9_]+")  # what \w matches in lowercased ASCII text
 
 MAX_WORD_CHARS = 64  # longer "words" are hashes or base64 blobs: useless as lexemes
@@ -59,11 +60,13 @@ def _bigrams(run: str) -> list[str]:
 def tokens(text: str) -> list[str]:
     """Lowercased words and CJK bigrams of ``text``, in order."""
     out: list[str] = []
-    for cjk, word in _TOKEN.findall(text):  # tuples built in C: no match objects
-        if cjk:
-            out.extend(_bigrams(cjk))
-        elif len(word) <= MAX_WORD_CHARS:
-            out.append(word.lower())
+    for i, part in enumerate(_CJK_SPLIT.split(text)):
+        if i % 2:
+            out.extend(_bigrams(part))
+        elif part.isascii():  # most text: its words in one C call
+            out.extend(w for w in _ASCII_WORD.findall(part.lower()) if len(w) <= MAX_WORD_CHARS)
+        else:  # lowercasing may change a length (İ): measure first
+            out.extend(w.lower() for w in _WORD.findall(part) if len(w) <= MAX_WORD_CHARS)
     return out
 
 
@@ -80,12 +83,22 @@ def _safe(term: str) -> bool:
     return _CJK_RUN.fullmatch(term) is not None
 
 
+def ascii_words(lowered: str) -> list[str]:
+    """The tokens of lowercased ASCII text: its ``[a-z0-9_]`` runs, in order, unfiltered."""
+    return _ASCII_WORD.findall(lowered)
+
+
+def ascii_terms(words: list[str]) -> list[str]:
+    """``query_terms`` of ASCII text from its ``ascii_words``: every ASCII token is safe and
+    none is CJK, so this is all of it, in C but for the filter."""
+    return [w for w in dict.fromkeys(words)
+            if len(w) <= MAX_WORD_CHARS and w not in _STOP_WORDS][:MAX_QUERY_TERMS]
+
+
 def query_terms(text: str) -> list[str]:
     """Distinct, escape-free lexemes of a query, in first-seen order."""
-    if text.isascii():  # the common case, in C: every ASCII token is safe, none is CJK
-        distinct = dict.fromkeys(_ASCII_WORD.findall(text.lower()))
-        return [w for w in distinct
-                if len(w) <= MAX_WORD_CHARS and w not in _STOP_WORDS][:MAX_QUERY_TERMS]
+    if text.isascii():  # the common case
+        return ascii_terms(ascii_words(text.lower()))
     seen: dict[str, None] = {}
     for term in tokens(text):
         if term in _STOP_WORDS or not _safe(term):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import random
 
-from app.core.conflicts import authority, find_conflicts
+from app.core.conflicts import _POLARITY, _POLARITY_WORDS, _sentence, authority, find_conflicts
+from app.core.fts import query_terms
 from app.core.model import Acl, Candidate, DataLevel, Kind, Layer, Section, Segment, Trust
 
 CONSTRAINT = "The discount applies only before 2026-06-30, channel customers excepted"
@@ -67,3 +69,15 @@ def test_bounded_on_huge_inputs() -> None:
     big = seg("kb://big", Kind.RETRIEVAL, Trust.UNTRUSTED, "channel discount customers. " * 50_000)
     task = seg("task://t", Kind.TASK_STATE, Trust.SYSTEM, CONSTRAINT, Layer.TASK)
     assert len(find_conflicts((task, big))) == 1
+
+
+def test_ascii_sentences_read_polarity_and_terms_as_the_regex_does() -> None:
+    rng = random.Random(11)
+    words = [*_POLARITY_WORDS, "NOT", "Never", "don't", "CAN'T", "n'T", "knot", "nothing",
+             "not_yet", "no1", "only-if", "must", "restart", "the", "db", "x" * 70, "Until."]
+    for _ in range(3000):
+        sentence = "".join(rng.choice(words) + rng.choice(" ,-'_/()") for _ in
+                           range(rng.randint(0, 12)))
+        terms, polar = _sentence(sentence)
+        assert polar == (_POLARITY.search(sentence) is not None), sentence
+        assert terms == frozenset(query_terms(sentence)), sentence
