@@ -79,16 +79,21 @@ class Sql:
         return [params[n] for n in self.names]
 
 
-class Row(asyncpg.Record):  # type: ignore[misc]  # asyncpg ships no type information
-    """A result row whose columns read as attributes (``row.doc_id``) or items. (A column
-    named like a Record method — ``keys``, ``values``, ``items``, ``get`` — reads as
-    ``row["keys"]``.)"""
+_item = asyncpg.Record.__getitem__
 
-    def __getattr__(self, name: str) -> Any:
+
+class Row(asyncpg.Record):  # type: ignore[misc]  # asyncpg ships no type information
+    """A result row whose columns read as attributes (``row.doc_id``) or items; a column
+    named like a Record method (``keys``, ``get``) hides it (``Row.keys(row)`` still works).
+
+    Columns are looked up first: ``__getattr__`` runs only after the normal lookup has failed
+    and raised, ~0.95 us per read against ~0.2 us here, and a turn reads ~500 columns."""
+
+    def __getattribute__(self, name: str) -> Any:
         try:
-            return self[name]
+            return _item(self, name)
         except KeyError:
-            raise AttributeError(name) from None
+            return object.__getattribute__(self, name)
 
 
 class Tx:
