@@ -132,8 +132,8 @@ class Container:
             PgSessionArchive(db),
             RedisSessionTail(redis, prefix=settings.redis_prefix,
                              max_len=settings.session_tail_len,
-                             ttl_s=settings.session_tail_ttl_s),
-            tail_len=settings.session_tail_len)
+                             ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer),
+            tail_len=settings.session_tail_len, count_tokens=count)
         task_svc = TaskService(PgTaskStore(db))
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,

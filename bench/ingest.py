@@ -10,7 +10,7 @@ tenant is created through the key service.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import asyncpg
@@ -22,9 +22,12 @@ from app.adapters.postgres.keys import PgKeyStore
 from app.adapters.redis.client import open_redis
 from app.adapters.redis.keys import tail_key
 from app.adapters.redis.session_tail import encode_event
+from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
+from app.core.candidates import event_tokens
 from app.core.model import DataLevel, Role, SessionEvent
 from app.ports import NewKey
 from app.service.keys import KeyService
+from app.settings import Settings
 from bench.generate import Dataset, Progress
 
 HNSW_INDEX = "knowledge_chunks_embedding"
@@ -135,8 +138,11 @@ def _json(value: Any) -> str:
 
 
 async def write_tails(ds: Dataset, redis_url: str, prefix: str) -> float:
-    """Cache each session's last TAIL_LEN events in Redis, as the service's append would."""
+    """Cache each session's last TAIL_LEN events in Redis, as the service's append would:
+    with their token counts."""
     client = open_redis(redis_url)
+    tokenizer = Settings().tokenizer
+    count = TiktokenCounter(tokenizer)
     t0 = time.perf_counter()
     by_session: dict[tuple[str, str], list[SessionEvent]] = {}
     for e in ds.events:
@@ -149,7 +155,9 @@ async def write_tails(ds: Dataset, redis_url: str, prefix: str) -> float:
             for (tenant, sid), evs in by_session.items():
                 key = tail_key(prefix, tenant, sid)
                 pipe.delete(key)
-                pipe.rpush(key, *[encode_event(e) for e in evs[-TAIL_LEN:]])
+                pipe.rpush(key, *[
+                    encode_event(replace(e, tokens=event_tokens(e, count)), tokenizer)
+                    for e in evs[-TAIL_LEN:]])
                 pipe.expire(key, 7 * 24 * 3600)
             await pipe.execute()
     finally:

@@ -117,6 +117,11 @@ def _event_shape(e: SessionEvent) -> tuple[Kind, str, str, Trust, tuple[tuple[st
     return Kind.SESSION, e.role or "user", e.content, Trust.CURATED, ()
 
 
+def event_tokens(e: SessionEvent, count_tokens: CountTokens) -> int:
+    """The tokens of ``e``'s candidate content: what ``session_candidates`` would count."""
+    return count_tokens(_event_shape(e)[2])
+
+
 def session_candidates(
     events: Sequence[SessionEvent],
     *,
@@ -134,7 +139,8 @@ def session_candidates(
             section=Section.SESSION, role=role, content=content, tenant_id=tenant_id,
             origin=f"session://{session_id}", trust=trust, sensitivity=DataLevel.INTERNAL,
             acl=WHOLE_TENANT, owner_user_id=owner_user_id,
-            freshness=Freshness(observed_at=e.created_at), tokens=count_tokens(content),
+            freshness=Freshness(observed_at=e.created_at),
+            tokens=count_tokens(content) if e.tokens is None else e.tokens,
             priority=max(10, 60 - (newest - i)), seq=e.seq, meta=meta,
             reason=f"session {e.type}",
         ))

@@ -344,6 +344,9 @@ class SessionEvent:
     arguments: Any = None
     is_error: bool = False
     created_at: datetime | None = None
+    # The tokens of its candidate content under the service's tokenizer, counted once when
+    # it entered the hot tail (``event_tokens``); None: count when needed.
+    tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,9 @@
 
 A write commits to the archive first, then appends to the tail; if Redis is down the write
 still succeeds (it is durable) and the next read rebuilds the tail. A read takes the tail
-only when it is exactly the last events the archive says exist, else rebuilds it.
+only when it is exactly the last events the archive says exist, else rebuilds it. Events
+enter the tail with their token counts (``event_tokens``): a session's history is counted
+once, not on every turn by every worker.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from app.adapters.redis.session_tail import is_complete
+from app.core.candidates import CountTokens, event_tokens
 from app.core.errors import NotFound
 from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
 from app.ports import NewEvent, SessionArchive, SessionOwner, SessionTail
@@ -20,10 +24,16 @@ log = logging.getLogger(__name__)
 
 
 class SessionService:
-    def __init__(self, archive: SessionArchive, tail: SessionTail, *, tail_len: int) -> None:
+    def __init__(self, archive: SessionArchive, tail: SessionTail, *, tail_len: int,
+                 count_tokens: CountTokens) -> None:
         self._archive = archive
         self._tail = tail
         self._tail_len = tail_len
+        self._count = count_tokens
+
+    def _counted(self, events: Sequence[SessionEvent]) -> list[SessionEvent]:
+        return [e if e.tokens is not None else replace(e, tokens=event_tokens(e, self._count))
+                for e in events[-self._tail_len:]]
 
     async def append(
         self, *, tenant_id: str, session_id: str, owner: SessionOwner, events: Sequence[NewEvent]
@@ -31,7 +41,8 @@ class SessionService:
         info, stored = await self._archive.append(
             tenant_id=tenant_id, session_id=session_id, owner=owner, events=events)
         try:
-            await self._tail.append(tenant_id=tenant_id, session_id=session_id, events=stored)
+            await self._tail.append(tenant_id=tenant_id, session_id=session_id,
+                                    events=self._counted(stored))
         except Exception:  # Redis is a cache here: the archive already holds the events.
             log.warning("session tail append failed; it will be rebuilt", exc_info=True)
         del info
@@ -81,10 +92,16 @@ class SessionService:
         self, *, tenant_id: str, session_id: str, user_id: str
     ) -> tuple[SessionInfo | None, list[SessionEvent]]:
         """The session's recent events for a turn; a new session is (None, [])."""
-        info, cached = await asyncio.gather(
-            self._archive.info(tenant_id=tenant_id, session_id=session_id),
-            self._read_tail(tenant_id, session_id),
-        )
+        # The Redis tail is read while the archive answers; the info is awaited here, not in
+        # a task of its own, so inside a turn's shared reads it is first in the queue: the
+        # transcript and compaction reads wait on it, the other layers' reads do not.
+        tail = asyncio.ensure_future(self._read_tail(tenant_id, session_id))
+        try:
+            info = await self._archive.info(tenant_id=tenant_id, session_id=session_id)
+        except BaseException:
+            tail.cancel()
+            raise
+        cached = await tail
         if info is None:
             return None, []
         if info.user_id != user_id:
@@ -92,8 +109,8 @@ class SessionService:
         if cached is not None and is_complete(cached, last_seq=info.last_seq,
                                                max_len=self._tail_len):
             return info, cached
-        rebuilt = await self._archive.tail(
-            tenant_id=tenant_id, session_id=session_id, n=self._tail_len)
+        rebuilt = self._counted(await self._archive.tail(
+            tenant_id=tenant_id, session_id=session_id, n=self._tail_len))
         try:
             await self._tail.replace(tenant_id=tenant_id, session_id=session_id, events=rebuilt)
         except Exception:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import httpx
 
+from app.adapters.redis.session_tail import RedisSessionTail
+from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
+from app.core.candidates import event_tokens
 from app.main import Container
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import DISCOUNT, checkpoint, ingest, session, turn
@@ -103,6 +106,32 @@ async def test_flushed_redis_tail_is_rebuilt_and_keeps_permissions(
     bob = await client.post("/v1/context", headers=bearer(key),
                             json=turn(session_id="s_flush", user_id="bob"))
     assert bob.status_code == 404
+
+
+async def test_session_events_are_counted_once_as_they_enter_the_tail(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        container: Container) -> None:
+    key = await make_key(tenant)
+    await session(client, key, "s_tok", n=3)
+    settings = container.settings
+    tail = RedisSessionTail(container.redis, prefix=settings.redis_prefix,  # type: ignore[arg-type]
+                            max_len=settings.session_tail_len, ttl_s=60,
+                            tokenizer=settings.tokenizer)
+    count = TiktokenCounter(settings.tokenizer)
+
+    async def counts() -> dict[int, int | None]:
+        events = await tail.read(tenant_id=tenant, session_id="s_tok")
+        assert events and all(e.tokens == event_tokens(e, count) for e in events)
+        return {e.seq: e.tokens for e in events}
+
+    appended = await counts()
+    await tail.drop(tenant_id=tenant, session_id="s_tok")  # rebuilt by the next turn, counted
+    r = await client.post("/v1/context", headers=bearer(key), json=turn(session_id="s_tok"))
+    assert r.status_code == 200
+    assert await counts() == appended
+    used = {int(s["ref"].rsplit("/", 1)[1]): s["tokens"]
+            for s in r.json()["envelope"]["segments"] if s["kind"] in ("session", "tool_result")}
+    assert used and all(appended[seq] == n for seq, n in used.items())
 
 
 async def test_budget_too_small_for_never_compress_content(

@@ -18,6 +18,7 @@ from app.adapters.redis.session_tail import RedisSessionTail, encode_event, is_c
 from app.core.model import SessionEvent
 
 TTL = 3600
+TOKENIZER = "o200k_base"
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ async def client(redis_url: str, prefix: str) -> AsyncIterator[aioredis.Redis]:
 
 @pytest.fixture
 def tail(client: aioredis.Redis, prefix: str) -> RedisSessionTail:
-    return RedisSessionTail(client, prefix=prefix, max_len=5, ttl_s=TTL)
+    return RedisSessionTail(client, prefix=prefix, max_len=5, ttl_s=TTL, tokenizer=TOKENIZER)
 
 
 def ev(seq: int, **kw: object) -> SessionEvent:
@@ -60,11 +61,27 @@ async def test_append_read_round_trip_keeps_every_field(
         SessionEvent(seq=2, type="tool_call", role="assistant", call_id="c1", name="restart",
                      arguments={"svc": "ingest", "force": False, "n": [1, 2.5, None]}),
         SessionEvent(seq=3, type="tool_result", role="tool", call_id="c1", content="failed",
-                     is_error=True, created_at=datetime(2026, 12, 1, 9, 31)),  # naive stays naive
+                     is_error=True, created_at=datetime(2026, 12, 1, 9, 31),  # naive stays naive
+                     tokens=2),
     ]
     await tail.append(tenant_id=tenant, session_id="s1", events=full[:1])
     await tail.append(tenant_id=tenant, session_id="s1", events=full[1:])
     assert await tail.read(tenant_id=tenant, session_id="s1") == full
+
+
+async def test_token_counts_are_read_back_only_under_their_tokenizer(
+    tail: RedisSessionTail, client: aioredis.Redis, prefix: str, tenant: str
+) -> None:
+    await tail.append(tenant_id=tenant, session_id="s1", events=[ev(1, tokens=7), ev(2)])
+    assert [e.tokens for e in await tail.read(tenant_id=tenant, session_id="s1")] == [7, None]
+    other = RedisSessionTail(client, prefix=prefix, max_len=5, ttl_s=TTL, tokenizer="cl100k_base")
+    assert [e.tokens for e in await other.read(tenant_id=tenant, session_id="s1")] == [None, None]
+    key = tail.key(tenant_id=tenant, session_id="s2")
+    for bad in (b'"x"', b'["o200k_base"]', b'["o200k_base", -1]', b'["o200k_base", true]',
+                b'["o200k_base", 1.5]', b'{"n": 3}'):
+        await client.rpush(key, b'{"seq":1,"type":"message","tokens":' + bad + b"}")
+    got = await tail.read(tenant_id=tenant, session_id="s2")
+    assert len(got) == 6 and {e.tokens for e in got} == {None}  # malformed counts are recounted
 
 
 async def test_missing_tail_reads_empty(tail: RedisSessionTail, tenant: str) -> None:
@@ -159,7 +176,8 @@ async def test_corrupt_entry_is_skipped_and_detected(
     tail: RedisSessionTail, client: aioredis.Redis, tenant: str
 ) -> None:
     key = tail.key(tenant_id=tenant, session_id="s1")
-    await client.rpush(key, encode_event(ev(1)), b"{not json", encode_event(ev(3)))
+    await client.rpush(key, encode_event(ev(1), TOKENIZER), b"{not json",
+                       encode_event(ev(3), TOKENIZER))
     got = await tail.read(tenant_id=tenant, session_id="s1")
     assert [e.seq for e in got] == [1, 3]
     assert not is_complete(got, last_seq=3, max_len=5)
@@ -196,9 +214,9 @@ def test_key_builder_rejects_unsafe_ids(tail: RedisSessionTail, tenant: str, bad
 
 def test_constructor_rejects_bad_config(client: aioredis.Redis) -> None:
     with pytest.raises(ValueError, match="positive"):
-        RedisSessionTail(client, prefix="p", max_len=0, ttl_s=1)
+        RedisSessionTail(client, prefix="p", max_len=0, ttl_s=1, tokenizer=TOKENIZER)
     with pytest.raises(ValueError, match="prefix"):
-        RedisSessionTail(client, prefix="p {x}", max_len=1, ttl_s=1)
+        RedisSessionTail(client, prefix="p {x}", max_len=1, ttl_s=1, tokenizer=TOKENIZER)
 
 
 async def test_replay_round_trip_is_byte_identical(

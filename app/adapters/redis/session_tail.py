@@ -3,6 +3,8 @@
 Contract (implements ``app.ports.SessionTail``):
 - One Redis list per (tenant, session) at ``{prefix}:t:{tenant_id}:s:{session_id}:tail``; each
   entry is one ``SessionEvent`` as compact orjson (fields at their default value are omitted).
+  An event's token count is stored with the name of the ``tokenizer`` it was counted with and
+  read back only by a tail of that tokenizer (after a change of tokenizer it is counted again).
 - ``append`` and ``replace`` are single MULTI/EXEC transactions, so a reader sees the list either
   before or after a write, never half of one. Both keep only the last ``max_len`` entries and
   (re)set the TTL, so an idle session's tail expires ``ttl_s`` after its last write.
@@ -31,10 +33,12 @@ log = logging.getLogger(__name__)
 
 
 class RedisSessionTail:
-    def __init__(self, client: aioredis.Redis, *, prefix: str, max_len: int, ttl_s: int) -> None:
+    def __init__(self, client: aioredis.Redis, *, prefix: str, max_len: int, ttl_s: int,
+                 tokenizer: str) -> None:
         if max_len < 1 or ttl_s < 1:
             raise ValueError("max_len and ttl_s must be positive")
         self._r = client
+        self._tokenizer = tokenizer
         self._prefix = check_prefix(prefix)
         self._max_len = max_len
         self._ttl_s = ttl_s
@@ -50,7 +54,7 @@ class RedisSessionTail:
             try:
                 if not isinstance(item, bytes):  # decode_responses=False: always bytes
                     raise TypeError("session tail entry is not bytes")
-                out.append(decode_event(item))
+                out.append(decode_event(item, self._tokenizer))
             except (orjson.JSONDecodeError, TypeError, ValueError, KeyError):
                 # No content in the log line: entries hold user text.
                 log.warning("skipping undecodable session tail entry (%d bytes)", len(item))
@@ -79,7 +83,7 @@ class RedisSessionTail:
 
     async def _write(self, key: str, events: Sequence[SessionEvent], *, replace: bool) -> None:
         # Only the last max_len events can survive the LTRIM, so do not ship the rest.
-        payload = [encode_event(e) for e in events[-self._max_len:]]
+        payload = [encode_event(e, self._tokenizer) for e in events[-self._max_len:]]
         async with self._r.pipeline(transaction=True) as pipe:
             if replace:
                 pipe.delete(key)
@@ -112,17 +116,27 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def encode_event(e: SessionEvent) -> bytes:
-    """Compact JSON; ``created_at`` as ISO 8601 (orjson keeps the UTC offset if aware)."""
+def encode_event(e: SessionEvent, tokenizer: str) -> bytes:
+    """Compact JSON; ``created_at`` as ISO 8601 (orjson keeps the UTC offset if aware); the
+    token count, if known, as ``[tokenizer, n]``."""
     doc: dict[str, Any] = {"seq": e.seq, "type": e.type}
     for name, default in _DEFAULTS.items():
         value = getattr(e, name)
         if value != default:
             doc[name] = value
+    if e.tokens is not None:
+        doc["tokens"] = [tokenizer, e.tokens]
     return orjson.dumps(doc)
 
 
-def decode_event(raw: bytes) -> SessionEvent:
+def _tokens(value: Any, tokenizer: str) -> int | None:
+    if (isinstance(value, list) and len(value) == 2 and value[0] == tokenizer
+            and isinstance(value[1], int) and not isinstance(value[1], bool) and value[1] >= 0):
+        return value[1]
+    return None
+
+
+def decode_event(raw: bytes, tokenizer: str) -> SessionEvent:
     doc = orjson.loads(raw)
     if not isinstance(doc, dict):
         raise TypeError("session tail entry is not an object")
@@ -140,4 +154,5 @@ def decode_event(raw: bytes) -> SessionEvent:
         arguments=doc.get("arguments"),
         is_error=bool(doc.get("is_error", False)),
         created_at=datetime.fromisoformat(created) if isinstance(created, str) else None,
+        tokens=_tokens(doc.get("tokens"), tokenizer),
     )
