@@ -138,7 +138,7 @@ class Container:
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,
                                    revoked_policy=settings.bundle_revoked_policy)
-        kstore = PgKnowledgeStore(db)
+        kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer)
         mstore = PgManifestStore(db)
         memory_svc = MemoryService(
             PgMemoryStore(db), embedder, secret=SECRET_DETECTORS, pii=PII_DETECTORS,

@@ -48,6 +48,7 @@ from app.adapters.redis.pins import RedisPinSnapshots
 from app.core import fts
 from app.core.model import DataLevel
 from app.ports import KnowledgeQuery, MemoryQuery
+from app.settings import Settings
 
 _COUNT, _EXACT = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL)
 _FTS, _KEY = Sql(SEARCH_TEXT_SQL), Sql(PRINCIPAL_SQL)
@@ -142,7 +143,8 @@ async def measure_floor(owner_url: str, redis_url: str, prefix: str, turns: list
     db = await Database.open(owner_url, role="ctxgate_app", password=None, pool_size=10)
     redis = open_redis(redis_url)
     out: list[float] = []
-    knowledge = PgKnowledgeStore(db)  # remembers visible counts as the service's does
+    # remembers visible counts as the service's does
+    knowledge = PgKnowledgeStore(db, tokenizer=Settings().tokenizer)
     memories = PgMemoryStore(db)
     try:
         for i in range(min(20, n)):
@@ -164,7 +166,7 @@ async def measure_recall(owner_url: str, tenant: str, embeddings: list[list[floa
                          level: DataLevel, k: int = 10) -> dict[str, Any]:
     """Recall@k of the service's vector search against the exact filtered scan."""
     db = await Database.open(owner_url, role="ctxgate_app", password=None, pool_size=2)
-    store = PgKnowledgeStore(db)
+    store = PgKnowledgeStore(db, tokenizer=Settings().tokenizer)
     recalls: list[float] = []
     lat: list[float] = []
     visible = 0

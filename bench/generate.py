@@ -186,7 +186,9 @@ def _events(rng: random.Random, turns: int, t0: datetime) -> Iterator[tuple[Any,
 
 def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> Dataset:
     """Build every row in memory (deterministic: ``random.Random`` and PCG64 by ``seed``)."""
+    from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
     from app.core import fts
+    from app.settings import Settings
 
     rng = random.Random(seed)
     nrng = np.random.Generator(np.random.PCG64(seed))
@@ -198,6 +200,8 @@ def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> 
     noise = nrng.standard_normal((scale.chunks, DIM)).astype(np.float32) * (0.9 / DIM ** 0.5)
     ds.embeddings = unit(ds.centroids[topics] + noise)
     bar = Progress(scale.chunks, "knowledge", enabled=progress)
+    tokenizer = Settings().tokenizer  # the bench's server counts with the default
+    count = TiktokenCounter(tokenizer)  # so these are the counts its ingest would store
     row = 0
     for tenant, share in zip(tenants, shares, strict=True):
         ds.tenant_chunks[tenant] = share
@@ -218,9 +222,9 @@ def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> 
                             acl_all, users, groups, observed, expires, "bench", True))
             for c in range(n):
                 text = runbook_text(rng, rng.randint(40, 80))
-                ds.chunks.append((tenant, doc_id, 1, c, text, len(text) // 4, row,
+                ds.chunks.append((tenant, doc_id, 1, c, text, count(text), row,
                                   fts.normalize(text), domain, level, trust, acl_all, users,
-                                  groups, observed, expires, True))
+                                  groups, observed, expires, True, tokenizer))
                 row += 1
             bar.update(n)
     bar.close()

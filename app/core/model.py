@@ -386,6 +386,7 @@ class KnowledgeHit:
     expires_at: datetime | None
     rank: int  # 1-based rank within its ranker
     ranker: str  # "vector" | "fts"
+    tokens: int | None = None  # counted at ingest with the service's tokenizer; None: count
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -59,7 +59,7 @@ def knowledge_candidates(
                     expires_at=first.expires_at,
                     revision=f"v{first.version}",
                 ),
-                tokens=count_tokens(first.text),
+                tokens=count_tokens(first.text) if first.tokens is None else first.tokens,
                 priority=40,
                 scores=tuple(sorted((h.ranker, h.rank) for h in group)),
                 reason="retrieved",

@@ -1,15 +1,25 @@
 from __future__ import annotations
 
-from app.core.candidates import query_candidate, session_candidates, task_state_candidates
+from dataclasses import replace
+
+from app.core.candidates import (
+    event_tokens,
+    query_candidate,
+    session_candidates,
+    task_state_candidates,
+)
 from app.core.model import (
+    Acl,
     DataLevel,
     Kind,
+    KnowledgeHit,
     Layer,
     Section,
     SessionEvent,
     ToolEffect,
     Trust,
 )
+from app.core.retrieval import knowledge_candidates
 from tests.unit.builders import DISCOUNT, TENANT, checkpoint, count, scope
 
 
@@ -85,3 +95,20 @@ def test_priority_has_a_floor() -> None:
                             count_tokens=count)
     assert cs[0].priority == 10
     assert cs[-1].priority == 60
+
+
+def test_counts_made_once_upstream_are_used_and_missing_ones_are_made() -> None:
+    hit = KnowledgeHit(chunk_ref="kb://d#v1:c0", doc_id="d", version=1, chunk_no=0,
+                       text="four words of text", tenant_id="t", domain=None,
+                       sensitivity=DataLevel.INTERNAL, trust=Trust.REVIEWED,
+                       acl=Acl(whole_tenant=True), observed_at=None, expires_at=None, rank=1,
+                       ranker="fts")
+    assert [c.tokens for c in knowledge_candidates([hit], count_tokens=count)] == [4]
+    stored = replace(hit, tokens=99)
+    assert [c.tokens for c in knowledge_candidates([stored], count_tokens=count)] == [99]
+    events = [SessionEvent(seq=1, type="message", role="user", content="two words"),
+              SessionEvent(seq=2, type="tool_call", name="x", arguments={"a": 1}, tokens=7)]
+    got = session_candidates(events, tenant_id="t", session_id="s", owner_user_id="u",
+                             count_tokens=count)
+    assert [c.tokens for c in got] == [2, 7]
+    assert event_tokens(events[1], count) == count(got[1].content)

@@ -62,7 +62,8 @@ VISIBLE = """
     AND (c.expires_at IS NULL OR c.expires_at > :now)
 """
 _HIT = """c.doc_id, c.version, c.chunk_no, c.text, c.tenant_id, c.domain, c.sensitivity,
-    c.trust, c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at"""
+    c.trust, c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at, c.tokens,
+    c.tokenizer"""
 
 COUNT_VISIBLE_SQL = f"""
 SELECT count(*) FROM (SELECT 1 FROM knowledge_chunks c WHERE {VISIBLE} LIMIT :cap) AS v
@@ -132,10 +133,10 @@ UPDATE knowledge_chunks SET is_current = false
 WHERE tenant_id = :tenant_id AND doc_id = :doc_id AND version <> :version AND is_current
 """
 INSERT_CHUNKS_SQL = """
-INSERT INTO knowledge_chunks (tenant_id, doc_id, version, chunk_no, text, tokens, embedding,
-    search_text, domain, sensitivity, trust, acl_all, acl_users, acl_groups, observed_at,
-    expires_at, is_current)
-SELECT :tenant_id, :doc_id, :version, ch.chunk_no, ch.text, ch.tokens,
+INSERT INTO knowledge_chunks (tenant_id, doc_id, version, chunk_no, text, tokens, tokenizer,
+    embedding, search_text, domain, sensitivity, trust, acl_all, acl_users, acl_groups,
+    observed_at, expires_at, is_current)
+SELECT :tenant_id, :doc_id, :version, ch.chunk_no, ch.text, ch.tokens, :tokenizer,
     CAST(ch.embedding AS vector), ch.search_text, :domain, :sensitivity, :trust, :acl_all,
     CAST(:acl_users AS text[]), CAST(:acl_groups AS text[]), :observed_at, :expires_at,
     :is_current
@@ -163,7 +164,7 @@ def visible_params(query: KnowledgeQuery) -> dict[str, Any]:
     }
 
 
-def _hit(row: Row, rank: int, ranker: str) -> KnowledgeHit:
+def _hit(row: Row, rank: int, ranker: str, tokenizer: str) -> KnowledgeHit:
     return KnowledgeHit(
         chunk_ref=f"kb://{row.doc_id}#v{row.version}:c{row.chunk_no}",
         doc_id=row.doc_id,
@@ -180,6 +181,7 @@ def _hit(row: Row, rank: int, ranker: str) -> KnowledgeHit:
         expires_at=row.expires_at,
         rank=rank,
         ranker=ranker,
+        tokens=row.tokens if row.tokenizer == tokenizer else None,
     )
 
 
@@ -200,8 +202,12 @@ def _doc_params(tenant_id: str, doc: NewDocument) -> dict[str, Any]:
 
 
 class PgKnowledgeStore:
-    def __init__(self, db: Database) -> None:
+    """``tokenizer`` names the counter that made ``NewChunk.tokens``: stored with each chunk,
+    and a hit carries its stored count only when it was made by the same tokenizer."""
+
+    def __init__(self, db: Database, *, tokenizer: str) -> None:
         self._db = db
+        self._tokenizer = tokenizer
         self._counts: dict[tuple[Any, ...], tuple[float, int]] = {}
 
     async def upsert(self, *, tenant_id: str, document: NewDocument) -> int:
@@ -222,6 +228,7 @@ class PgKnowledgeStore:
                 await conn.execute(_S["chunks"], {
                     **doc,
                     "is_current": is_current,
+                    "tokenizer": self._tokenizer,
                     "chunk_nos": [c.chunk_no for c in chunks],
                     "texts": [c.text for c in chunks],
                     "tokens": [c.tokens for c in chunks],
@@ -236,7 +243,7 @@ class PgKnowledgeStore:
         params = {**visible_params(query), "embedding": list(query.embedding), "k": query.k}
         async with self._db.read_tx(query.tenant_id, ann_settings(query.k)) as conn:
             rows = await self._nearest(conn, query, params)
-        return [_hit(r, i, "vector") for i, r in enumerate(rows, start=1)]
+        return [_hit(r, i, "vector", self._tokenizer) for i, r in enumerate(rows, start=1)]
 
     async def _visible(self, conn: Tx, query: KnowledgeQuery, params: dict[str, Any]) -> int:
         """The visible chunks, counted up to ``EXACT_MAX_ROWS``; remembered ``COUNT_TTL_S``."""
@@ -269,4 +276,4 @@ class PgKnowledgeStore:
         params = {**visible_params(query), "tsquery": tsquery, "k": query.k}
         async with self._db.read_tx(query.tenant_id) as conn:
             rows = await conn.fetch(_S["fts"], params)
-        return [_hit(r, i, "fts") for i, r in enumerate(rows, start=1)]
+        return [_hit(r, i, "fts", self._tokenizer) for i, r in enumerate(rows, start=1)]
