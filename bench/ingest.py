@@ -2,7 +2,8 @@
 
 The HNSW index is dropped before the load and rebuilt after it with
 ``maintenance_work_mem = '1GB'`` and ``max_parallel_maintenance_workers = 1``; its definition
-is read from ``pg_indexes`` first, so the rebuilt index is exactly the migration's. Then the
+is read from ``pg_indexes`` first, so the rebuilt index is exactly the migration's. Then
+``VACUUM (ANALYZE)`` of the loaded tables. Then the
 Redis tails are written (as the service would have cached them) and one runtime key per
 tenant is created through the key service.
 """
@@ -123,7 +124,9 @@ async def bulk_load(ds: Dataset, owner_url: str, *, progress: bool = True) -> In
             await _copy(conn, "task_checkpoints", TASK_COLS, tasks)
             await _copy(conn, "memories", MEMORY_COLS, ds.memories)
         events_s = time.perf_counter() - t2
-        await conn.execute("ANALYZE knowledge_chunks, knowledge_documents, sessions, "
+        # Finished as a bulk load should be: visibility map and hint bits set now, not by
+        # the first measured queries or by an autovacuum in the middle of the measured load.
+        await conn.execute("VACUUM (ANALYZE) knowledge_chunks, knowledge_documents, sessions, "
                            "session_events, task_checkpoints, memories")
     finally:
         await conn.close()
