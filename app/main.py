@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -53,6 +53,7 @@ from app.api.routes import (
 from app.core.compaction import AsyncSummarizer, ExtractiveSummarizer
 from app.core.detectors import ALL_DETECTORS, PII_DETECTORS, SECRET_DETECTORS
 from app.core.detectors.prefilter import Prefiltered
+from app.core.guards.safety import Detector
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
 from app.core.redaction import profiles_from_json
@@ -61,7 +62,7 @@ from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.assemble import Assembler
 from app.service.bundles import BundleService
 from app.service.compaction import CompactionService, LocalSummarizer
-from app.service.detector_cache import FindingsCache, cached
+from app.service.detector_cache import FindingsCache, cached, fingerprint
 from app.service.erasure import ErasureService, ErasureWorker
 from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
@@ -71,7 +72,7 @@ from app.service.tasks import TaskService
 from app.settings import Settings
 
 
-def pipeline_config(settings: Settings, cache: FindingsCache | None = None) -> PipelineConfig:
+def pipeline_config(settings: Settings, detectors: Sequence[Detector]) -> PipelineConfig:
     shares = settings.budget_shares
     return PipelineConfig(
         shares={Section.STABLE: shares.stable, Section.SESSION: shares.session,
@@ -81,8 +82,7 @@ def pipeline_config(settings: Settings, cache: FindingsCache | None = None) -> P
         floor=settings.relevance_floor,
         threshold_tokens=settings.reference_threshold_tokens,
         excerpt_tokens=settings.excerpt_tokens,
-        # one scan decides which detectors a text needs; one cache entry per text
-        detectors=cached((Prefiltered(ALL_DETECTORS),), cache or FindingsCache()),
+        detectors=tuple(detectors),
     )
 
 
@@ -115,6 +115,7 @@ class Container:
     compactions: CompactionService
     erasures: ErasureService
     erasure_worker: ErasureWorker
+    findings: FindingsCache
 
     @classmethod
     async def open(cls, settings: Settings) -> Container:
@@ -126,14 +127,19 @@ class Container:
                                  password=password, pool_size=settings.db_pool_size)
         redis = open_redis(settings.redis_url)
         count = TiktokenCounter(settings.tokenizer)
+        # One scan decides which detectors a text needs; one cache entry per text, seeded
+        # from the findings session events carry in the tail.
+        scanner, findings = Prefiltered(ALL_DETECTORS), FindingsCache()
+        (scan,) = cached((scanner,), findings)
         embedder = make_embedder(settings)
         metrics = Metrics()
         session_svc = SessionService(
             PgSessionArchive(db),
             RedisSessionTail(redis, prefix=settings.redis_prefix,
                              max_len=settings.session_tail_len,
-                             ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer),
-            tail_len=settings.session_tail_len, count_tokens=count)
+                             ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
+                             detectors=fingerprint()),
+            tail_len=settings.session_tail_len, count_tokens=count, scan=scan)
         task_svc = TaskService(PgTaskStore(db))
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,
@@ -156,13 +162,14 @@ class Container:
             manifests=mstore,
             replay=RedisReplayCache(redis, prefix=settings.redis_prefix,
                                     ttl_s=settings.replay_ttl_s),
-            embedder=embedder, count_tokens=count, config=pipeline_config(settings),
+            embedder=embedder, count_tokens=count, config=pipeline_config(settings, (scan,)),
             knowledge_k=settings.knowledge_k, history_events=settings.history_turns,
             policy_revision=settings.policy_revision, metrics=metrics,
             profiles=profiles_from_json(settings.redaction_profiles)
             if settings.redaction_profiles else {},
             tracer=make_tracer("ctxgate", console=settings.otel_console),
             reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
+            seed=partial(findings.seed, scanner),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
             compactions=compaction_svc)
         estore = PgErasureStore(db)
@@ -176,7 +183,7 @@ class Container:
             manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
             erasures=erasure_svc,
-            erasure_worker=ErasureWorker(erasure_svc))
+            erasure_worker=ErasureWorker(erasure_svc), findings=findings)
 
     async def readiness(self) -> dict[str, bool]:
         async def pg() -> bool:

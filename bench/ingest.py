@@ -11,7 +11,7 @@ tenant is created through the key service.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -22,11 +22,14 @@ from app.adapters.postgres.db import Database
 from app.adapters.postgres.keys import PgKeyStore
 from app.adapters.redis.client import open_redis
 from app.adapters.redis.keys import tail_key
-from app.adapters.redis.session_tail import encode_event
+from app.adapters.redis.session_tail import Derived, encode_event
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
-from app.core.candidates import event_tokens
+from app.core.candidates import with_derived
+from app.core.detectors import ALL_DETECTORS
+from app.core.detectors.prefilter import Prefiltered
 from app.core.model import DataLevel, Role, SessionEvent
 from app.ports import NewKey
+from app.service.detector_cache import fingerprint
 from app.service.keys import KeyService
 from app.settings import Settings
 from bench.generate import Dataset, Progress
@@ -142,10 +145,11 @@ def _json(value: Any) -> str:
 
 async def write_tails(ds: Dataset, redis_url: str, prefix: str) -> float:
     """Cache each session's last TAIL_LEN events in Redis, as the service's append would:
-    with their token counts."""
+    with their token counts and detector findings."""
     client = open_redis(redis_url)
     tokenizer = Settings().tokenizer
-    count = TiktokenCounter(tokenizer)
+    count, scan = TiktokenCounter(tokenizer), Prefiltered(ALL_DETECTORS)
+    derived = Derived(tokenizer=tokenizer, detectors=fingerprint())
     t0 = time.perf_counter()
     by_session: dict[tuple[str, str], list[SessionEvent]] = {}
     for e in ds.events:
@@ -158,9 +162,8 @@ async def write_tails(ds: Dataset, redis_url: str, prefix: str) -> float:
             for (tenant, sid), evs in by_session.items():
                 key = tail_key(prefix, tenant, sid)
                 pipe.delete(key)
-                pipe.rpush(key, *[
-                    encode_event(replace(e, tokens=event_tokens(e, count)), tokenizer)
-                    for e in evs[-TAIL_LEN:]])
+                pipe.rpush(key, *[encode_event(with_derived(e, count, scan), derived)
+                                  for e in evs[-TAIL_LEN:]])
                 pipe.expire(key, 7 * 24 * 3600)
             await pipe.execute()
     finally:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
+from app.core.guards.safety import Detector
 from app.core.model import (
     Acl,
     Candidate,
@@ -117,9 +119,23 @@ def _event_shape(e: SessionEvent) -> tuple[Kind, str, str, Trust, tuple[tuple[st
     return Kind.SESSION, e.role or "user", e.content, Trust.CURATED, ()
 
 
+def event_content(e: SessionEvent) -> str:
+    """The content of ``e``'s candidate: what is counted, scanned and shown."""
+    return _event_shape(e)[2]
+
+
 def event_tokens(e: SessionEvent, count_tokens: CountTokens) -> int:
     """The tokens of ``e``'s candidate content: what ``session_candidates`` would count."""
-    return count_tokens(_event_shape(e)[2])
+    return count_tokens(event_content(e))
+
+
+def with_derived(e: SessionEvent, count_tokens: CountTokens, scan: Detector) -> SessionEvent:
+    """``e`` with its token count and findings (of its candidate content) made if missing."""
+    if e.tokens is not None and e.findings is not None:
+        return e
+    content = event_content(e)
+    return replace(e, tokens=count_tokens(content) if e.tokens is None else e.tokens,
+                   findings=tuple(scan(content)) if e.findings is None else e.findings)
 
 
 def session_candidates(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum, StrEnum
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 
 class OrderedLevel(IntEnum):
@@ -331,6 +331,20 @@ class ToolEffect:
     ref: str | None = None
 
 
+FindingAction = Literal["drop", "mask", "quarantine"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One span a detector flagged. ``type`` is a stable machine word, e.g. ``pii.email``;
+    ``action`` is the detector's proposal, which the redaction profile may override."""
+
+    type: str
+    action: FindingAction
+    start: int = 0
+    end: int = 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionEvent:
     """One archived event of a session, in sequence order."""
@@ -344,9 +358,11 @@ class SessionEvent:
     arguments: Any = None
     is_error: bool = False
     created_at: datetime | None = None
-    # The tokens of its candidate content under the service's tokenizer, counted once when
-    # it entered the hot tail (``event_tokens``); None: count when needed.
+    # Derived once, when it entered the hot tail, from its candidate content
+    # (``event_content``): its tokens under the service's tokenizer, and what the service's
+    # detectors found in it. None: not known here, made when needed.
     tokens: int | None = None
+    findings: tuple[Finding, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

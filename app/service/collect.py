@@ -11,13 +11,14 @@ does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from app.core.candidates import session_candidates
+from app.core.candidates import event_content, session_candidates
 from app.core.model import (
     Candidate,
+    Finding,
     KnowledgeHit,
     MemoryHit,
     MemoryRecord,
@@ -45,6 +46,8 @@ from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
 TRANSCRIPT_HITS = 8
+# Tell the pipeline's detectors what was found in a text when it was scanned before.
+Seed = Callable[[str, Sequence[Finding]], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +86,7 @@ class Collector:
                  knowledge: KnowledgeStore, embedder: Embedder, count_tokens: TokenCounter,
                  config: PipelineConfig, knowledge_k: int, history_events: int,
                  memories: MemoryService | None, compactions: CompactionService | None,
-                 reads: SharedReads) -> None:
+                 reads: SharedReads, seed: Seed) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._bundles = bundles
@@ -96,6 +99,7 @@ class Collector:
         self._memories = memories
         self._compactions = compactions
         self._reads = reads
+        self._seed = seed
 
     async def collect(self, scope: Scope, req: TurnRequest) -> Collected:
         """Every layer's store reads for one turn, started concurrently: the Redis reads and
@@ -111,6 +115,9 @@ class Collector:
             if info is None:
                 return _Session()
             events = tail[-self._history:]
+            for e in tail:  # scanned when they entered the tail: this worker need not rescan
+                if e.findings is not None:
+                    self._seed(event_content(e), e.findings)
             history = self._session_candidates(scope, events, info.user_id)
             found, latest = await asyncio.gather(
                 self._transcript(scope, req), self._latest(scope, req, history))
@@ -146,12 +153,17 @@ class Collector:
                 tenant_id=scope.tenant_id, session_id=scope.session_id, agent_id=req.agent_id,
                 workspace=req.workspace)
 
+        # Admitting a bundle may write (the session's binding): it runs beside the shared
+        # reads, on connections of its own, not inside them.
+        admission = asyncio.ensure_future(bundle())
         try:
             async with self._reads(scope.tenant_id):
-                sess, checkpoint, vhits, thits, admitted, (mhits, pins) = await asyncio.gather(
-                    session(), task(), vector(), text(), bundle(), memories())
+                sess, checkpoint, vhits, thits, (mhits, pins) = await asyncio.gather(
+                    session(), task(), vector(), text(), memories())
+            admitted = await admission
         finally:
             embedding.cancel()
+            admission.cancel()
         return Collected(events=sess.events, session_owner=sess.owner, session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
                          transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)

@@ -3,8 +3,8 @@
 A write commits to the archive first, then appends to the tail; if Redis is down the write
 still succeeds (it is durable) and the next read rebuilds the tail. A read takes the tail
 only when it is exactly the last events the archive says exist, else rebuilds it. Events
-enter the tail with their token counts (``event_tokens``): a session's history is counted
-once, not on every turn by every worker.
+enter the tail with their token counts and detector findings (of ``event_content``): a
+session's history is counted and scanned once, not on every turn by every worker.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 
 from app.adapters.redis.session_tail import is_complete
-from app.core.candidates import CountTokens, event_tokens
+from app.core.candidates import CountTokens, with_derived
 from app.core.errors import NotFound
+from app.core.guards.safety import Detector
 from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
 from app.ports import NewEvent, SessionArchive, SessionOwner, SessionTail
 
@@ -25,15 +25,16 @@ log = logging.getLogger(__name__)
 
 class SessionService:
     def __init__(self, archive: SessionArchive, tail: SessionTail, *, tail_len: int,
-                 count_tokens: CountTokens) -> None:
+                 count_tokens: CountTokens, scan: Detector) -> None:
         self._archive = archive
         self._tail = tail
         self._tail_len = tail_len
         self._count = count_tokens
+        self._scan = scan
 
-    def _counted(self, events: Sequence[SessionEvent]) -> list[SessionEvent]:
-        return [e if e.tokens is not None else replace(e, tokens=event_tokens(e, self._count))
-                for e in events[-self._tail_len:]]
+    def _derived(self, events: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """The last ``tail_len`` events with their tokens and findings, as the tail keeps them."""
+        return [with_derived(e, self._count, self._scan) for e in events[-self._tail_len:]]
 
     async def append(
         self, *, tenant_id: str, session_id: str, owner: SessionOwner, events: Sequence[NewEvent]
@@ -42,7 +43,7 @@ class SessionService:
             tenant_id=tenant_id, session_id=session_id, owner=owner, events=events)
         try:
             await self._tail.append(tenant_id=tenant_id, session_id=session_id,
-                                    events=self._counted(stored))
+                                    events=self._derived(stored))
         except Exception:  # Redis is a cache here: the archive already holds the events.
             log.warning("session tail append failed; it will be rebuilt", exc_info=True)
         del info
@@ -109,7 +110,7 @@ class SessionService:
         if cached is not None and is_complete(cached, last_seq=info.last_seq,
                                                max_len=self._tail_len):
             return info, cached
-        rebuilt = self._counted(await self._archive.tail(
+        rebuilt = self._derived(await self._archive.tail(
             tenant_id=tenant_id, session_id=session_id, n=self._tail_len))
         try:
             await self._tail.replace(tenant_id=tenant_id, session_id=session_id, events=rebuilt)

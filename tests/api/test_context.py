@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 from app.adapters.redis.session_tail import RedisSessionTail
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
-from app.core.candidates import event_tokens
-from app.main import Container
+from app.core.candidates import event_content, event_tokens
+from app.core.detectors import ALL_DETECTORS
+from app.core.detectors.prefilter import Prefiltered
+from app.main import Container, create_app
+from app.service.detector_cache import fingerprint
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import DISCOUNT, checkpoint, ingest, session, turn
 
@@ -108,7 +113,7 @@ async def test_flushed_redis_tail_is_rebuilt_and_keeps_permissions(
     assert bob.status_code == 404
 
 
-async def test_session_events_are_counted_once_as_they_enter_the_tail(
+async def test_session_events_are_counted_and_scanned_once_as_they_enter_the_tail(
         client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
         container: Container) -> None:
     key = await make_key(tenant)
@@ -116,22 +121,34 @@ async def test_session_events_are_counted_once_as_they_enter_the_tail(
     settings = container.settings
     tail = RedisSessionTail(container.redis, prefix=settings.redis_prefix,  # type: ignore[arg-type]
                             max_len=settings.session_tail_len, ttl_s=60,
-                            tokenizer=settings.tokenizer)
-    count = TiktokenCounter(settings.tokenizer)
+                            tokenizer=settings.tokenizer, detectors=fingerprint())
+    count, scan = TiktokenCounter(settings.tokenizer), Prefiltered(ALL_DETECTORS)
 
-    async def counts() -> dict[int, int | None]:
+    async def derived() -> dict[int, tuple[int | None, Any]]:
         events = await tail.read(tenant_id=tenant, session_id="s_tok")
         assert events and all(e.tokens == event_tokens(e, count) for e in events)
-        return {e.seq: e.tokens for e in events}
+        assert all(e.findings == tuple(scan(event_content(e))) for e in events)
+        return {e.seq: (e.tokens, e.findings) for e in events}
 
-    appended = await counts()
-    await tail.drop(tenant_id=tenant, session_id="s_tok")  # rebuilt by the next turn, counted
+    appended = await derived()
+    await tail.drop(tenant_id=tenant, session_id="s_tok")  # rebuilt by the next turn, derived
     r = await client.post("/v1/context", headers=bearer(key), json=turn(session_id="s_tok"))
     assert r.status_code == 200
-    assert await counts() == appended
+    assert await derived() == appended
     used = {int(s["ref"].rsplit("/", 1)[1]): s["tokens"]
             for s in r.json()["envelope"]["segments"] if s["kind"] in ("session", "tool_result")}
-    assert used and all(appended[seq] == n for seq, n in used.items())
+    assert used and all(appended[seq][0] == n for seq, n in used.items())
+    # Another worker, its findings cache cold: the tail's findings spare it the rescans.
+    other = await Container.open(settings)
+    try:
+        transport = httpx.ASGITransport(app=create_app(container=other))
+        async with httpx.AsyncClient(transport=transport, base_url="http://w2") as w2:
+            again = await w2.post("/v1/context", headers=bearer(key),
+                                  json=turn(session_id="s_tok", turn_id="turn_w2"))
+        assert again.status_code == 200
+        assert other.findings.hits >= len(appended)  # seeded, not scanned
+    finally:
+        await other.close()
 
 
 async def test_budget_too_small_for_never_compress_content(

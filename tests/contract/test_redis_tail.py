@@ -14,11 +14,16 @@ import redis.asyncio as aioredis
 
 from app.adapters.redis.client import open_redis, ping
 from app.adapters.redis.replay import RedisReplayCache
-from app.adapters.redis.session_tail import RedisSessionTail, encode_event, is_complete
-from app.core.model import SessionEvent
+from app.adapters.redis.session_tail import (
+    Derived,
+    RedisSessionTail,
+    encode_event,
+    is_complete,
+)
+from app.core.model import Finding, SessionEvent
 
 TTL = 3600
-TOKENIZER = "o200k_base"
+DERIVED = {"tokenizer": "o200k_base", "detectors": "fp1"}
 
 
 @pytest.fixture
@@ -40,7 +45,7 @@ async def client(redis_url: str, prefix: str) -> AsyncIterator[aioredis.Redis]:
 
 @pytest.fixture
 def tail(client: aioredis.Redis, prefix: str) -> RedisSessionTail:
-    return RedisSessionTail(client, prefix=prefix, max_len=5, ttl_s=TTL, tokenizer=TOKENIZER)
+    return RedisSessionTail(client, prefix=prefix, max_len=5, ttl_s=TTL, **DERIVED)
 
 
 def ev(seq: int, **kw: object) -> SessionEvent:
@@ -62,26 +67,38 @@ async def test_append_read_round_trip_keeps_every_field(
                      arguments={"svc": "ingest", "force": False, "n": [1, 2.5, None]}),
         SessionEvent(seq=3, type="tool_result", role="tool", call_id="c1", content="failed",
                      is_error=True, created_at=datetime(2026, 12, 1, 9, 31),  # naive stays naive
-                     tokens=2),
+                     tokens=2, findings=(Finding(type="pii.email", action="mask", start=1,
+                                                 end=4),)),
     ]
     await tail.append(tenant_id=tenant, session_id="s1", events=full[:1])
     await tail.append(tenant_id=tenant, session_id="s1", events=full[1:])
     assert await tail.read(tenant_id=tenant, session_id="s1") == full
 
 
-async def test_token_counts_are_read_back_only_under_their_tokenizer(
+async def test_derived_fields_are_read_back_only_under_what_made_them(
     tail: RedisSessionTail, client: aioredis.Redis, prefix: str, tenant: str
 ) -> None:
-    await tail.append(tenant_id=tenant, session_id="s1", events=[ev(1, tokens=7), ev(2)])
-    assert [e.tokens for e in await tail.read(tenant_id=tenant, session_id="s1")] == [7, None]
-    other = RedisSessionTail(client, prefix=prefix, max_len=5, ttl_s=TTL, tokenizer="cl100k_base")
-    assert [e.tokens for e in await other.read(tenant_id=tenant, session_id="s1")] == [None, None]
+    found = (Finding(type="secret.aws", action="drop", start=0, end=3),)
+    await tail.append(tenant_id=tenant, session_id="s1",
+                      events=[ev(1, tokens=7, findings=found), ev(2, findings=()), ev(3)])
+    got = await tail.read(tenant_id=tenant, session_id="s1")
+    assert [(e.tokens, e.findings) for e in got] == [(7, found), (None, ()), (None, None)]
+    for other, expected in (
+            ({"tokenizer": "cl100k_base", "detectors": "fp1"}, [(None, found), (None, ())]),
+            ({"tokenizer": "o200k_base", "detectors": "fp2"}, [(7, None), (None, None)])):
+        read = await RedisSessionTail(client, prefix=prefix, max_len=5, ttl_s=TTL,
+                                      **other).read(tenant_id=tenant, session_id="s1")
+        assert [(e.tokens, e.findings) for e in read] == [*expected, (None, None)]
     key = tail.key(tenant_id=tenant, session_id="s2")
-    for bad in (b'"x"', b'["o200k_base"]', b'["o200k_base", -1]', b'["o200k_base", true]',
-                b'["o200k_base", 1.5]', b'{"n": 3}'):
-        await client.rpush(key, b'{"seq":1,"type":"message","tokens":' + bad + b"}")
+    for tokens, findings in (
+            (b'"x"', b'"x"'), (b'["o200k_base"]', b'["fp1"]'), (b'["o200k_base", -1]',
+             b'["fp1", [["t", "mask", 3, 1]]]'), (b'["o200k_base", true]',
+             b'["fp1", [["t", "explode", 0, 1]]]'), (b'["o200k_base", 1.5]',
+             b'["fp1", [["t", "mask", 0]]]'), (b'{"n": 3}', b'["fp1", [[1, "mask", 0, 1]]]')):
+        await client.rpush(key, b'{"seq":1,"type":"message","tokens":' + tokens
+                           + b',"findings":' + findings + b"}")
     got = await tail.read(tenant_id=tenant, session_id="s2")
-    assert len(got) == 6 and {e.tokens for e in got} == {None}  # malformed counts are recounted
+    assert len(got) == 6 and {(e.tokens, e.findings) for e in got} == {(None, None)}
 
 
 async def test_missing_tail_reads_empty(tail: RedisSessionTail, tenant: str) -> None:
@@ -176,8 +193,9 @@ async def test_corrupt_entry_is_skipped_and_detected(
     tail: RedisSessionTail, client: aioredis.Redis, tenant: str
 ) -> None:
     key = tail.key(tenant_id=tenant, session_id="s1")
-    await client.rpush(key, encode_event(ev(1), TOKENIZER), b"{not json",
-                       encode_event(ev(3), TOKENIZER))
+    derived = Derived(**DERIVED)
+    await client.rpush(key, encode_event(ev(1), derived), b"{not json",
+                       encode_event(ev(3), derived))
     got = await tail.read(tenant_id=tenant, session_id="s1")
     assert [e.seq for e in got] == [1, 3]
     assert not is_complete(got, last_seq=3, max_len=5)
@@ -214,9 +232,9 @@ def test_key_builder_rejects_unsafe_ids(tail: RedisSessionTail, tenant: str, bad
 
 def test_constructor_rejects_bad_config(client: aioredis.Redis) -> None:
     with pytest.raises(ValueError, match="positive"):
-        RedisSessionTail(client, prefix="p", max_len=0, ttl_s=1, tokenizer=TOKENIZER)
+        RedisSessionTail(client, prefix="p", max_len=0, ttl_s=1, **DERIVED)
     with pytest.raises(ValueError, match="prefix"):
-        RedisSessionTail(client, prefix="p {x}", max_len=1, ttl_s=1, tokenizer=TOKENIZER)
+        RedisSessionTail(client, prefix="p {x}", max_len=1, ttl_s=1, **DERIVED)
 
 
 async def test_replay_round_trip_is_byte_identical(

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+from app.core.candidates import with_derived
 from app.core.detectors import ALL_DETECTORS
 from app.core.guards.safety import Finding
-from app.service.detector_cache import FindingsCache, cached
+from app.core.model import SessionEvent
+from app.service.detector_cache import FindingsCache, cached, fingerprint
 
 
 class Counting:
@@ -37,3 +42,31 @@ def test_each_text_is_scanned_once_and_the_cache_is_bounded() -> None:
     det("a")
     assert inner.calls == 4
     assert det("a") is not det("a")  # callers get their own list
+
+
+def test_seeded_findings_are_served_without_a_scan() -> None:
+    inner, cache = Counting(), FindingsCache(max_entries=2)
+    (det,) = cached([inner], cache)
+    found = [Finding(type="secret.aws", action="drop", start=1, end=2)]
+    cache.seed(inner, "scanned elsewhere", found)
+    assert det("scanned elsewhere") == found
+    assert (inner.calls, cache.hits) == (0, 1)
+    cache.seed(Counting(), "scanned elsewhere", [])  # another detector's findings: not these
+    assert det("scanned elsewhere") == found
+
+
+def test_the_fingerprint_is_the_same_in_every_process() -> None:
+    run = [sys.executable, "-c",
+           "from app.service.detector_cache import fingerprint; print(fingerprint())"]
+    first, second = (subprocess.run(run, capture_output=True, text=True, check=True).stdout
+                     for _ in range(2))
+    assert first == second == fingerprint() + "\n"
+
+
+def test_derived_fields_are_made_once() -> None:
+    inner = Counting()
+    e = SessionEvent(seq=1, type="message", role="user", content="hello there")
+    done = with_derived(e, len, inner)
+    assert (done.tokens, inner.calls) == (11, 1)
+    assert done.findings == (Finding(type="pii.email", action="mask", start=0, end=11),)
+    assert with_derived(done, len, inner) is done and inner.calls == 1

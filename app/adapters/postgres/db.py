@@ -239,6 +239,12 @@ class Database:
 
     @asynccontextmanager
     async def _acquire(self) -> AsyncIterator[asyncpg.Connection]:
+        shared = _SHARED.get()
+        if shared is not None and shared.open:
+            # This task's turn already holds a connection for its shared reads; waiting for a
+            # second one while holding it deadlocks once every pooled connection is so held.
+            raise RuntimeError("a second connection inside shared_reads: write, or read "
+                               "another tenant, outside the block")
         try:
             raw = await self.pool.acquire(timeout=self._timeout)
         except TimeoutError as exc:  # also a connect that hangs: the store is not answering
@@ -285,7 +291,9 @@ class Database:
         starts, shares one read-only transaction opened with ``settings``: one connection,
         one BEGIN and one COMMIT, the reads queued in turn (READ COMMITTED: each still sees
         what was committed before it started). A read that fails aborts it, and the block
-        raises. Writes never join: ``tenant_tx`` is always its own."""
+        raises. Nothing inside may take a connection of its own (a write, another tenant's
+        read): holding one connection while waiting for another deadlocks a full pool, so it
+        raises instead; start such work outside the block."""
         async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx:
             shared = _Shared(tenant_id, tx, dict(settings))
             token = _SHARED.set(shared)

@@ -3,8 +3,10 @@
 Contract (implements ``app.ports.SessionTail``):
 - One Redis list per (tenant, session) at ``{prefix}:t:{tenant_id}:s:{session_id}:tail``; each
   entry is one ``SessionEvent`` as compact orjson (fields at their default value are omitted).
-  An event's token count is stored with the name of the ``tokenizer`` it was counted with and
-  read back only by a tail of that tokenizer (after a change of tokenizer it is counted again).
+  An event's token count is stored with the name of the ``tokenizer`` it was counted with, its
+  detector findings with the ``detectors`` fingerprint of the code that found them; each is
+  read back only by a tail of the same tokenizer or fingerprint (after a change, the service
+  counts or scans again).
 - ``append`` and ``replace`` are single MULTI/EXEC transactions, so a reader sees the list either
   before or after a write, never half of one. Both keep only the last ``max_len`` entries and
   (re)set the TTL, so an idle session's tail expires ``ttl_s`` after its last write.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,18 +30,18 @@ import orjson
 import redis.asyncio as aioredis
 
 from app.adapters.redis.keys import check_prefix, tail_key
-from app.core.model import SessionEvent
+from app.core.model import Finding, SessionEvent
 
 log = logging.getLogger(__name__)
 
 
 class RedisSessionTail:
     def __init__(self, client: aioredis.Redis, *, prefix: str, max_len: int, ttl_s: int,
-                 tokenizer: str) -> None:
+                 tokenizer: str, detectors: str) -> None:
         if max_len < 1 or ttl_s < 1:
             raise ValueError("max_len and ttl_s must be positive")
         self._r = client
-        self._tokenizer = tokenizer
+        self._derived = Derived(tokenizer=tokenizer, detectors=detectors)
         self._prefix = check_prefix(prefix)
         self._max_len = max_len
         self._ttl_s = ttl_s
@@ -54,7 +57,7 @@ class RedisSessionTail:
             try:
                 if not isinstance(item, bytes):  # decode_responses=False: always bytes
                     raise TypeError("session tail entry is not bytes")
-                out.append(decode_event(item, self._tokenizer))
+                out.append(decode_event(item, self._derived))
             except (orjson.JSONDecodeError, TypeError, ValueError, KeyError):
                 # No content in the log line: entries hold user text.
                 log.warning("skipping undecodable session tail entry (%d bytes)", len(item))
@@ -83,7 +86,7 @@ class RedisSessionTail:
 
     async def _write(self, key: str, events: Sequence[SessionEvent], *, replace: bool) -> None:
         # Only the last max_len events can survive the LTRIM, so do not ship the rest.
-        payload = [encode_event(e, self._tokenizer) for e in events[-self._max_len:]]
+        payload = [encode_event(e, self._derived) for e in events[-self._max_len:]]
         async with self._r.pipeline(transaction=True) as pipe:
             if replace:
                 pipe.delete(key)
@@ -116,27 +119,63 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def encode_event(e: SessionEvent, tokenizer: str) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """What an entry's derived fields were made with: a tokenizer's name, a fingerprint of the
+    detector code (``app.service.detector_cache.fingerprint``)."""
+
+    tokenizer: str
+    detectors: str
+
+
+def encode_event(e: SessionEvent, derived: Derived) -> bytes:
     """Compact JSON; ``created_at`` as ISO 8601 (orjson keeps the UTC offset if aware); the
-    token count, if known, as ``[tokenizer, n]``."""
+    token count, if known, as ``[tokenizer, n]``, the findings as ``[fingerprint, [[type,
+    action, start, end], ...]]``."""
     doc: dict[str, Any] = {"seq": e.seq, "type": e.type}
     for name, default in _DEFAULTS.items():
         value = getattr(e, name)
         if value != default:
             doc[name] = value
     if e.tokens is not None:
-        doc["tokens"] = [tokenizer, e.tokens]
+        doc["tokens"] = [derived.tokenizer, e.tokens]
+    if e.findings is not None:
+        doc["findings"] = [derived.detectors,
+                           [[f.type, f.action, f.start, f.end] for f in e.findings]]
     return orjson.dumps(doc)
 
 
-def _tokens(value: Any, tokenizer: str) -> int | None:
-    if (isinstance(value, list) and len(value) == 2 and value[0] == tokenizer
-            and isinstance(value[1], int) and not isinstance(value[1], bool) and value[1] >= 0):
+def _tagged(value: Any, tag: str) -> Any:
+    """The payload of a ``[tag, payload]`` pair made with ``tag``, else None."""
+    if isinstance(value, list) and len(value) == 2 and value[0] == tag:
         return value[1]
     return None
 
 
-def decode_event(raw: bytes, tokenizer: str) -> SessionEvent:
+def _count(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+_ACTIONS = ("drop", "mask", "quarantine")
+
+
+def _findings(value: Any) -> tuple[Finding, ...] | None:
+    """Stored findings, or None (scan again) for anything but a well-formed list."""
+    if not isinstance(value, list):
+        return None
+    out: list[Finding] = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str)
+                and item[1] in _ACTIONS and _count(item[2]) is not None
+                and _count(item[3]) is not None and item[2] <= item[3]):
+            return None
+        out.append(Finding(type=item[0], action=item[1], start=item[2], end=item[3]))
+    return tuple(out)
+
+
+def decode_event(raw: bytes, derived: Derived) -> SessionEvent:
     doc = orjson.loads(raw)
     if not isinstance(doc, dict):
         raise TypeError("session tail entry is not an object")
@@ -154,5 +193,6 @@ def decode_event(raw: bytes, tokenizer: str) -> SessionEvent:
         arguments=doc.get("arguments"),
         is_error=bool(doc.get("is_error", False)),
         created_at=datetime.fromisoformat(created) if isinstance(created, str) else None,
-        tokens=_tokens(doc.get("tokens"), tokenizer),
+        tokens=_count(_tagged(doc.get("tokens"), derived.tokenizer)),
+        findings=_findings(_tagged(doc.get("findings"), derived.detectors)),
     )

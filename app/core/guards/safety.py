@@ -35,27 +35,29 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, Protocol
+from typing import Protocol
 
-from app.core.model import Candidate, DataLevel, Drop, DropLayer, Kind, Scope, Section, Trust
+from app.core.model import (
+    Candidate,
+    DataLevel,
+    Drop,
+    DropLayer,
+    Finding,
+    FindingAction,
+    Kind,
+    Scope,
+    Section,
+    Trust,
+)
 from app.core.redaction import DEFAULT_PROFILE, RedactionProfile
 
 LOW_TRUST: frozenset[Trust] = frozenset({Trust.UNTRUSTED, Trust.EVIDENCE, Trust.INFERRED})
 INJECTION_EXEMPT: frozenset[Trust] = frozenset({Trust.SYSTEM, Trust.REVIEWED})
 QUARANTINE_META = "quarantined"
 
-FindingAction = Literal["drop", "mask", "quarantine"]
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Finding:
-    """One span a detector flagged. ``type`` is a stable machine word, e.g. ``pii.email``;
-    ``action`` is the detector's proposal, which the redaction profile may override."""
-
-    type: str
-    action: FindingAction
-    start: int = 0
-    end: int = 0
+# Finding and FindingAction live in app.core.model (a session event carries its findings)
+__all__ = ["INJECTION_EXEMPT", "LOW_TRUST", "QUARANTINE_META", "Detector", "Finding",
+           "FindingAction", "safety_guard"]
 
 
 class Detector(Protocol):
