@@ -115,7 +115,9 @@ class Collector:
             if info is None:
                 return _Session()
             events = tail[-self._history:]
-            for e in tail:  # scanned when they entered the tail: this worker need not rescan
+            # Scanned when they entered the tail, on the same content: the tail's codec
+            # round-trips every field exactly. This worker need not scan them again.
+            for e in tail:
                 if e.findings is not None:
                     self._seed(event_content(e), e.findings)
             history = self._session_candidates(scope, events, info.user_id)
