@@ -124,11 +124,6 @@ def event_content(e: SessionEvent) -> str:
     return _event_shape(e)[2]
 
 
-def event_tokens(e: SessionEvent, count_tokens: CountTokens) -> int:
-    """The tokens of ``e``'s candidate content: what ``session_candidates`` would count."""
-    return count_tokens(event_content(e))
-
-
 def with_derived(e: SessionEvent, count_tokens: CountTokens, scan: Detector) -> SessionEvent:
     """``e`` with its token count and findings (of its candidate content) made if missing."""
     if e.tokens is not None and e.findings is not None:

@@ -8,7 +8,7 @@ import httpx
 
 from app.adapters.redis.session_tail import RedisSessionTail
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
-from app.core.candidates import event_content, event_tokens
+from app.core.candidates import event_content
 from app.core.detectors import ALL_DETECTORS
 from app.core.detectors.prefilter import Prefiltered
 from app.main import Container, create_app
@@ -126,7 +126,7 @@ async def test_session_events_are_counted_and_scanned_once_as_they_enter_the_tai
 
     async def derived() -> dict[int, tuple[int | None, Any]]:
         events = await tail.read(tenant_id=tenant, session_id="s_tok")
-        assert events and all(e.tokens == event_tokens(e, count) for e in events)
+        assert events and all(e.tokens == count(event_content(e)) for e in events)
         assert all(e.findings == tuple(scan(event_content(e))) for e in events)
         return {e.seq: (e.tokens, e.findings) for e in events}
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.core.candidates import (
-    event_tokens,
+    event_content,
     query_candidate,
     session_candidates,
     task_state_candidates,
@@ -111,4 +111,4 @@ def test_counts_made_once_upstream_are_used_and_missing_ones_are_made() -> None:
     got = session_candidates(events, tenant_id="t", session_id="s", owner_user_id="u",
                              count_tokens=count)
     assert [c.tokens for c in got] == [2, 7]
-    assert event_tokens(events[1], count) == count(got[1].content)
+    assert event_content(events[1]) == got[1].content

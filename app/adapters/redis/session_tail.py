@@ -24,13 +24,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 import redis.asyncio as aioredis
 
 from app.adapters.redis.keys import check_prefix, tail_key
-from app.core.model import Finding, SessionEvent
+from app.core.model import Finding, FindingAction, SessionEvent
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def _count(value: Any) -> int | None:
     return None
 
 
-_ACTIONS = ("drop", "mask", "quarantine")
+_ACTIONS = get_args(FindingAction)
 
 
 def _findings(value: Any) -> tuple[Finding, ...] | None:
