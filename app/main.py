@@ -144,7 +144,7 @@ class Container:
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,
                                    revoked_policy=settings.bundle_revoked_policy)
-        kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer)
+        kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer, detectors=fingerprint())
         mstore = PgManifestStore(db)
         memory_svc = MemoryService(
             PgMemoryStore(db), embedder, secret=SECRET_DETECTORS, pii=PII_DETECTORS,
@@ -178,7 +178,7 @@ class Container:
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
-            knowledge=KnowledgeService(kstore, embedder, count), bundles=bundle_svc,
+            knowledge=KnowledgeService(kstore, embedder, count, scan), bundles=bundle_svc,
             memories=memory_svc,
             manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,

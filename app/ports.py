@@ -17,6 +17,7 @@ from app.core.model import (
     Acl,
     AssertionPolicy,
     DataLevel,
+    Finding,
     KnowledgeHit,
     MemoryHit,
     MemoryRecord,
@@ -67,6 +68,7 @@ class NewChunk:
     text: str
     tokens: int
     embedding: Vector
+    findings: tuple[Finding, ...] | None = None  # the service's detectors' (None: not scanned)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

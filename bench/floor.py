@@ -48,6 +48,7 @@ from app.adapters.redis.pins import RedisPinSnapshots
 from app.core import fts
 from app.core.model import DataLevel
 from app.ports import KnowledgeQuery, MemoryQuery
+from app.service.detector_cache import fingerprint
 from app.settings import Settings
 
 _COUNT, _EXACT = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL)
@@ -144,7 +145,8 @@ async def measure_floor(owner_url: str, redis_url: str, prefix: str, turns: list
     redis = open_redis(redis_url)
     out: list[float] = []
     # remembers visible counts as the service's does
-    knowledge = PgKnowledgeStore(db, tokenizer=Settings().tokenizer)
+    knowledge = PgKnowledgeStore(db, tokenizer=Settings().tokenizer,
+                                 detectors=fingerprint())
     memories = PgMemoryStore(db)
     try:
         for i in range(min(20, n)):
@@ -166,7 +168,8 @@ async def measure_recall(owner_url: str, tenant: str, embeddings: list[list[floa
                          level: DataLevel, k: int = 10) -> dict[str, Any]:
     """Recall@k of the service's vector search against the exact filtered scan."""
     db = await Database.open(owner_url, role="ctxgate_app", password=None, pool_size=2)
-    store = PgKnowledgeStore(db, tokenizer=Settings().tokenizer)
+    store = PgKnowledgeStore(db, tokenizer=Settings().tokenizer,
+                                 detectors=fingerprint())
     recalls: list[float] = []
     lat: list[float] = []
     visible = 0

@@ -186,8 +186,14 @@ def _events(rng: random.Random, turns: int, t0: datetime) -> Iterator[tuple[Any,
 
 def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> Dataset:
     """Build every row in memory (deterministic: ``random.Random`` and PCG64 by ``seed``)."""
+    import orjson
+
     from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
     from app.core import fts
+    from app.core.detectors import ALL_DETECTORS
+    from app.core.detectors.prefilter import Prefiltered
+    from app.core.model import tagged_findings
+    from app.service.detector_cache import fingerprint
     from app.settings import Settings
 
     rng = random.Random(seed)
@@ -201,7 +207,8 @@ def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> 
     ds.embeddings = unit(ds.centroids[topics] + noise)
     bar = Progress(scale.chunks, "knowledge", enabled=progress)
     tokenizer = Settings().tokenizer  # the bench's server counts with the default
-    count = TiktokenCounter(tokenizer)  # so these are the counts its ingest would store
+    count = TiktokenCounter(tokenizer)  # so these are the counts its ingest would store,
+    scan, fp = Prefiltered(ALL_DETECTORS), fingerprint()  # and the findings
     row = 0
     for tenant, share in zip(tenants, shares, strict=True):
         ds.tenant_chunks[tenant] = share
@@ -224,7 +231,8 @@ def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> 
                 text = runbook_text(rng, rng.randint(40, 80))
                 ds.chunks.append((tenant, doc_id, 1, c, text, count(text), row,
                                   fts.normalize(text), domain, level, trust, acl_all, users,
-                                  groups, observed, expires, True, tokenizer))
+                                  groups, observed, expires, True, tokenizer,
+                                  orjson.dumps(tagged_findings(scan(text), fp)).decode()))
                 row += 1
             bar.update(n)
     bar.close()

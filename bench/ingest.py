@@ -43,7 +43,7 @@ DOC_COLS = ("tenant_id", "doc_id", "version", "title", "domain", "sensitivity", 
             "is_current")
 CHUNK_COLS = ("tenant_id", "doc_id", "version", "chunk_no", "text", "tokens", "embedding",
               "search_text", "domain", "sensitivity", "trust", "acl_all", "acl_users",
-              "acl_groups", "observed_at", "expires_at", "is_current", "tokenizer")
+              "acl_groups", "observed_at", "expires_at", "is_current", "tokenizer", "findings")
 SESSION_COLS = ("tenant_id", "session_id", "user_id", "agent_id", "parent_session_id",
                 "last_seq", "created_at", "updated_at")
 EVENT_COLS = ("tenant_id", "session_id", "seq", "type", "role", "content", "call_id", "name",

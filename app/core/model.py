@@ -6,10 +6,11 @@ returns new values, never mutates its input. Nothing here imports a framework or
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum, StrEnum
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 
 class OrderedLevel(IntEnum):
@@ -345,6 +346,35 @@ class Finding:
     end: int = 0
 
 
+def tagged_findings(findings: Sequence[Finding], fingerprint: str) -> list[Any]:
+    """Findings as stored beside the text they were found in: ``[fingerprint, [[type,
+    action, start, end], ...]]``, the fingerprint naming the detector code that found them."""
+    return [fingerprint, [[f.type, f.action, f.start, f.end] for f in findings]]
+
+
+def untag_findings(value: Any, fingerprint: str) -> tuple[Finding, ...] | None:
+    """Stored findings made by the detector code ``fingerprint`` names; None (scan again) for
+    another fingerprint or anything malformed."""
+    if not (isinstance(value, list) and len(value) == 2 and value[0] == fingerprint
+            and isinstance(value[1], list)):
+        return None
+    out: list[Finding] = []
+    for item in value[1]:
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str)
+                and item[1] in _ACTIONS and _offset(item[2]) and _offset(item[3])
+                and item[2] <= item[3]):
+            return None
+        out.append(Finding(type=item[0], action=item[1], start=item[2], end=item[3]))
+    return tuple(out)
+
+
+_ACTIONS = get_args(FindingAction)
+
+
+def _offset(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionEvent:
     """One archived event of a session, in sequence order."""
@@ -402,7 +432,9 @@ class KnowledgeHit:
     expires_at: datetime | None
     rank: int  # 1-based rank within its ranker
     ranker: str  # "vector" | "fts"
-    tokens: int | None = None  # counted at ingest with the service's tokenizer; None: count
+    # Made at ingest by the service's tokenizer and detectors; None: make them when needed.
+    tokens: int | None = None
+    findings: tuple[Finding, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

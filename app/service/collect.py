@@ -166,6 +166,9 @@ class Collector:
         finally:
             embedding.cancel()
             admission.cancel()
+        for hit in (*vhits, *thits):  # scanned at ingest: not again by this worker
+            if hit.findings is not None:
+                self._seed(hit.text, hit.findings)
         return Collected(events=sess.events, session_owner=sess.owner, session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
                          transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)

@@ -151,6 +151,24 @@ async def test_session_events_are_counted_and_scanned_once_as_they_enter_the_tai
         await other.close()
 
 
+async def test_a_cold_worker_does_not_rescan_retrieved_chunks(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        container: Container) -> None:
+    key = await make_key(tenant)
+    await ingest(client, key, "runbook", "Refund calls time out when the gateway is slow.")
+    other = await Container.open(container.settings)  # its findings cache is empty
+    try:
+        transport = httpx.ASGITransport(app=create_app(container=other))
+        async with httpx.AsyncClient(transport=transport, base_url="http://w2") as w2:
+            r = await w2.post("/v1/context", headers=bearer(key), json=turn())
+        assert r.status_code == 200
+        assert any(s["kind"] == "retrieval" for s in r.json()["envelope"]["segments"])
+        # The chunk's findings were made at ingest and seeded; only the query is scanned.
+        assert other.findings.hits >= 1 and other.findings.misses <= 1
+    finally:
+        await other.close()
+
+
 async def test_budget_too_small_for_never_compress_content(
         client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
     key = await make_key(tenant)

@@ -11,7 +11,7 @@ import pytest
 
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.knowledge import PgKnowledgeStore
-from app.core.model import Acl, DataLevel, Trust
+from app.core.model import Acl, DataLevel, Finding, Trust
 from app.ports import KnowledgeQuery, NewChunk, NewDocument
 
 DIM = 384
@@ -59,7 +59,7 @@ async def refs(store: PgKnowledgeStore, q: KnowledgeQuery) -> set[str]:
 
 
 async def test_upsert_and_hit_shape(db: Database, tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     assert await store.upsert(tenant_id=tenant, document=doc("d1", ["refund a", "refund b"])) == 2
     hits = await store.search_vector(query=query(tenant))
     assert [h.rank for h in hits] == [1, 2]
@@ -74,18 +74,35 @@ async def test_upsert_and_hit_shape(db: Database, tenant: str) -> None:
 
 async def test_stored_token_counts_reach_only_the_same_tokenizer(db: Database, tenant: str
                                                                  ) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=doc("d1", ["refund a b", "refund"]))
     counted = {h.chunk_ref: h.tokens for h in await store.search_vector(query=query(tenant))}
     assert counted == {"kb://d1#v1:c0": 3, "kb://d1#v1:c1": 1}  # doc() counts words
     assert {h.tokens for h in await store.search_text(query=query(tenant))} == {1, 3}
-    other = PgKnowledgeStore(db, tokenizer="cl100k_base")  # counted again by the turn
+    # counted again by the turn
+    other = PgKnowledgeStore(db, tokenizer="cl100k_base", detectors="fp1")
     assert {h.tokens for h in await other.search_vector(query=query(tenant))} == {None}
     assert {h.tokens for h in await other.search_text(query=query(tenant))} == {None}
 
 
+async def test_stored_findings_reach_only_the_same_detector_code(db: Database, tenant: str
+                                                                 ) -> None:
+    found = (Finding(type="pii.email", action="mask", start=7, end=9),)
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
+    chunks = (NewChunk(chunk_no=0, text="refund a@b", tokens=2, embedding=unit(0),
+                       findings=found),
+              NewChunk(chunk_no=1, text="refund", tokens=1, embedding=unit(1), findings=()),
+              NewChunk(chunk_no=2, text="refund c", tokens=2, embedding=unit(2)))
+    await store.upsert(tenant_id=tenant, document=replace(doc("d1", []), chunks=chunks))
+    got = {h.chunk_no: h.findings for h in await store.search_vector(query=query(tenant))}
+    assert got == {0: found, 1: (), 2: None}  # None: never scanned, the turn scans it
+    assert {h.chunk_no: h.findings for h in await store.search_text(query=query(tenant))} == got
+    other = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp2")  # detectors changed
+    assert {h.findings for h in await other.search_vector(query=query(tenant))} == {None}
+
+
 async def test_reingest_same_version_is_idempotent(db: Database, tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=doc("d1", ["refund a", "refund b", "c"]))
     assert await store.upsert(tenant_id=tenant, document=doc("d1", ["refund new"])) == 1
     hits = await store.search_vector(query=query(tenant))
@@ -93,7 +110,7 @@ async def test_reingest_same_version_is_idempotent(db: Database, tenant: str) ->
 
 
 async def test_new_version_supersedes_old_chunks(db: Database, tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=doc("d1", ["refund old", "refund old 2"]))
     await store.upsert(tenant_id=tenant, document=doc("d1", ["refund new"], version=2))
     for hits in (await store.search_vector(query=query(tenant)),
@@ -106,7 +123,7 @@ async def test_new_version_supersedes_old_chunks(db: Database, tenant: str) -> N
 
 
 async def test_acl_pushdown(db: Database, tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=doc("all", ["refund"]))
     await store.upsert(tenant_id=tenant, document=doc(
         "alice", ["refund"], acl=Acl(whole_tenant=False, users=("alice",))))
@@ -120,7 +137,7 @@ async def test_acl_pushdown(db: Database, tenant: str) -> None:
 
 
 async def test_domain_level_and_expiry_pushdown(db: Database, tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=doc("general", ["refund"]))
     await store.upsert(tenant_id=tenant, document=doc("pay", ["refund"], domain="payments"))
     await store.upsert(tenant_id=tenant, document=doc("hr", ["refund"], domain="hr"))
@@ -142,13 +159,13 @@ async def test_domain_level_and_expiry_pushdown(db: Database, tenant: str) -> No
 
 
 async def test_tenants_never_see_each_other(db: Database, tenant: str, other_tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=other_tenant, document=doc("theirs", ["refund"]))
     assert await refs(store, query(tenant)) == set()
 
 
 async def test_chinese_full_text(db: Database, tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=doc("zh", ["退款服务的接口调用超时了"]))
     await store.upsert(tenant_id=tenant, document=doc("other", ["用户登录页面的样式"]))
     hits = await store.search_text(query=query(tenant, text="退款接口超时"))
@@ -158,7 +175,7 @@ async def test_chinese_full_text(db: Database, tenant: str) -> None:
 
 
 async def test_full_text_ranks_better_coverage_first(db: Database, tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=doc("one", ["the refund"]))
     await store.upsert(tenant_id=tenant, document=doc("three", ["refund call timeout here"]))
     hits = await store.search_text(query=query(tenant, text="refund call timeout"))
@@ -166,7 +183,7 @@ async def test_full_text_ranks_better_coverage_first(db: Database, tenant: str) 
 
 
 async def test_empty_queries(db: Database, tenant: str) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     assert await store.search_vector(query=query(tenant, embedding=None)) == []
     assert await store.search_text(query=query(tenant, text="the ?!")) == []
     assert await store.search_text(query=query(tenant, k=0)) == []
@@ -178,7 +195,7 @@ async def test_lexical_ranking_prefers_more_terms_within_its_bounded_pool(
     them a chunk holding every term ranks first."""
     from app.adapters.postgres.knowledge import FTS_RANK_MAX
 
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     crowd = [f"refund note {i}" for i in range(FTS_RANK_MAX - 50)]
     await store.upsert(tenant_id=tenant, document=doc("crowd", crowd))
     await store.upsert(tenant_id=tenant, document=doc("exact", ["refund webhook timeout"]))

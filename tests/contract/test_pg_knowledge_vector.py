@@ -88,14 +88,14 @@ async def trap(db: Database) -> Trap:
     rng = np.random.default_rng(20261201)
     t = Trap(small_tenant=f"small{suffix}", big_tenant=f"big{suffix}",
              small=unit_vectors(rng, 20), big=unit_vectors(rng, 3000))
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await ingest(store, t.big_tenant, t.big, per_doc=100)
     await ingest(store, t.small_tenant, t.small, per_doc=5)
     return t
 
 
 async def test_small_tenant_gets_full_exact_k(db: Database, trap: Trap) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     rng = np.random.default_rng(1)
     for q in unit_vectors(rng, 5):
         hits = await store.search_vector(query=knn(trap.small_tenant, q))
@@ -105,7 +105,7 @@ async def test_small_tenant_gets_full_exact_k(db: Database, trap: Trap) -> None:
 
 
 async def test_big_tenant_uses_hnsw_with_good_recall(db: Database, trap: Trap) -> None:
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     rng = np.random.default_rng(2)
     recalls = []
     for q in unit_vectors(rng, 5):
@@ -121,7 +121,7 @@ async def test_iterative_scan_fills_k_for_a_filtered_tenant(
 ) -> None:
     # Force the HNSW path for the small tenant: without iterative scan this returns ~0 rows.
     monkeypatch.setattr(knowledge, "EXACT_MAX_ROWS", 5)
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     q = unit_vectors(np.random.default_rng(3), 1)[0]
     hits = await store.search_vector(query=knn(trap.small_tenant, q))
     assert len(hits) == 10
@@ -135,12 +135,13 @@ async def test_a_stale_remembered_count_changes_the_path_never_the_results(
     monkeypatch.setattr(knowledge, "EXACT_MAX_ROWS", 8)
     rng = np.random.default_rng(4)
     tenant, vectors = f"grow{uuid.uuid4().hex[:10]}", unit_vectors(rng, 60)
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await ingest(store, tenant, vectors[:5], per_doc=5)  # 5 visible: the exact path
     q = unit_vectors(rng, 1)[0]
     first = await store.search_vector(query=knn(tenant, q, k=3))
     assert [h.chunk_ref for h in first] == exact_top(vectors[:5], q, 3, 5)
-    other = PgKnowledgeStore(db, tokenizer="o200k_base")  # another process: 60 chunks now
+    # another process: 60 chunks now
+    other = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await ingest(other, tenant, vectors, per_doc=5)
     grown = await store.search_vector(query=knn(tenant, q, k=3))
     assert [h.chunk_ref for h in grown] == exact_top(vectors, q, 3, 5)  # exact scan, stale path

@@ -65,7 +65,7 @@ async def seed(db: Database, tenant: str) -> None:
     await PgTaskStore(db).put(tenant_id=tenant, expected_revision=None, checkpoint=TaskCheckpoint(
         task_id="task-1", revision=0, user_id="alice", session_id="s1", parent_task_id=None,
         goal=f"goal of {tenant}"))
-    store = PgKnowledgeStore(db, tokenizer="o200k_base")
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=NewDocument(
         doc_id="d1", version=1, title=None, domain=None, sensitivity=DataLevel.PUBLIC,
         trust=Trust.REVIEWED, acl=Acl(whole_tenant=True), observed_at=None, expires_at=None,

@@ -27,10 +27,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from app.adapters.postgres.codec import vector_literal
+from app.adapters.postgres.codec import dumps, vector_literal
 from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
-from app.core.model import Acl, DataLevel, KnowledgeHit, Trust
+from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, tagged_findings, untag_findings
 from app.ports import KnowledgeQuery, NewDocument
 
 EXACT_MAX_ROWS = 1000  # exact search over <= 1k filtered vectors costs a few ms
@@ -63,7 +63,7 @@ VISIBLE = """
 """
 _HIT = """c.doc_id, c.version, c.chunk_no, c.text, c.tenant_id, c.domain, c.sensitivity,
     c.trust, c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at, c.tokens,
-    c.tokenizer"""
+    c.tokenizer, c.findings"""
 
 COUNT_VISIBLE_SQL = f"""
 SELECT count(*) FROM (SELECT 1 FROM knowledge_chunks c WHERE {VISIBLE} LIMIT :cap) AS v
@@ -134,15 +134,16 @@ WHERE tenant_id = :tenant_id AND doc_id = :doc_id AND version <> :version AND is
 """
 INSERT_CHUNKS_SQL = """
 INSERT INTO knowledge_chunks (tenant_id, doc_id, version, chunk_no, text, tokens, tokenizer,
-    embedding, search_text, domain, sensitivity, trust, acl_all, acl_users, acl_groups,
-    observed_at, expires_at, is_current)
+    findings, embedding, search_text, domain, sensitivity, trust, acl_all, acl_users,
+    acl_groups, observed_at, expires_at, is_current)
 SELECT :tenant_id, :doc_id, :version, ch.chunk_no, ch.text, ch.tokens, :tokenizer,
-    CAST(ch.embedding AS vector), ch.search_text, :domain, :sensitivity, :trust, :acl_all,
-    CAST(:acl_users AS text[]), CAST(:acl_groups AS text[]), :observed_at, :expires_at,
-    :is_current
+    CAST(ch.findings AS jsonb), CAST(ch.embedding AS vector), ch.search_text, :domain,
+    :sensitivity, :trust, :acl_all, CAST(:acl_users AS text[]), CAST(:acl_groups AS text[]),
+    :observed_at, :expires_at, :is_current
 FROM unnest(CAST(:chunk_nos AS integer[]), CAST(:texts AS text[]), CAST(:tokens AS integer[]),
-            CAST(:embeddings AS text[]), CAST(:search_texts AS text[]))
-     AS ch(chunk_no, text, tokens, embedding, search_text)
+            CAST(:findings AS text[]), CAST(:embeddings AS text[]),
+            CAST(:search_texts AS text[]))
+     AS ch(chunk_no, text, tokens, findings, embedding, search_text)
 """
 _S = {name: Sql(sql) for name, sql in {
     "count": COUNT_VISIBLE_SQL, "exact": SEARCH_EXACT_SQL, "ann": SEARCH_ANN_SQL,
@@ -164,7 +165,7 @@ def visible_params(query: KnowledgeQuery) -> dict[str, Any]:
     }
 
 
-def _hit(row: Row, rank: int, ranker: str, tokenizer: str) -> KnowledgeHit:
+def _hit(row: Row, rank: int, ranker: str, *, tokenizer: str, detectors: str) -> KnowledgeHit:
     return KnowledgeHit(
         chunk_ref=f"kb://{row.doc_id}#v{row.version}:c{row.chunk_no}",
         doc_id=row.doc_id,
@@ -182,6 +183,7 @@ def _hit(row: Row, rank: int, ranker: str, tokenizer: str) -> KnowledgeHit:
         rank=rank,
         ranker=ranker,
         tokens=row.tokens if row.tokenizer == tokenizer else None,
+        findings=untag_findings(row.findings, detectors),
     )
 
 
@@ -202,12 +204,14 @@ def _doc_params(tenant_id: str, doc: NewDocument) -> dict[str, Any]:
 
 
 class PgKnowledgeStore:
-    """``tokenizer`` names the counter that made ``NewChunk.tokens``: stored with each chunk,
-    and a hit carries its stored count only when it was made by the same tokenizer."""
+    """``tokenizer`` names the counter that made ``NewChunk.tokens``, ``detectors`` the
+    fingerprint of the detector code that made ``NewChunk.findings``: stored with each chunk,
+    and a hit carries a stored count or findings only when the same made them."""
 
-    def __init__(self, db: Database, *, tokenizer: str) -> None:
+    def __init__(self, db: Database, *, tokenizer: str, detectors: str) -> None:
         self._db = db
         self._tokenizer = tokenizer
+        self._detectors = detectors
         self._counts: dict[tuple[Any, ...], tuple[float, int]] = {}
 
     async def upsert(self, *, tenant_id: str, document: NewDocument) -> int:
@@ -229,6 +233,9 @@ class PgKnowledgeStore:
                     **doc,
                     "is_current": is_current,
                     "tokenizer": self._tokenizer,
+                    "findings": [None if c.findings is None
+                                 else dumps(tagged_findings(c.findings, self._detectors))
+                                 for c in chunks],
                     "chunk_nos": [c.chunk_no for c in chunks],
                     "texts": [c.text for c in chunks],
                     "tokens": [c.tokens for c in chunks],
@@ -243,7 +250,7 @@ class PgKnowledgeStore:
         params = {**visible_params(query), "embedding": list(query.embedding), "k": query.k}
         async with self._db.read_tx(query.tenant_id, ann_settings(query.k)) as conn:
             rows = await self._nearest(conn, query, params)
-        return [_hit(r, i, "vector", self._tokenizer) for i, r in enumerate(rows, start=1)]
+        return self._hits(rows, "vector")
 
     async def _visible(self, conn: Tx, query: KnowledgeQuery, params: dict[str, Any]) -> int:
         """The visible chunks, counted up to ``EXACT_MAX_ROWS``; remembered ``COUNT_TTL_S``."""
@@ -276,4 +283,8 @@ class PgKnowledgeStore:
         params = {**visible_params(query), "tsquery": tsquery, "k": query.k}
         async with self._db.read_tx(query.tenant_id) as conn:
             rows = await conn.fetch(_S["fts"], params)
-        return [_hit(r, i, "fts", self._tokenizer) for i, r in enumerate(rows, start=1)]
+        return self._hits(rows, "fts")
+
+    def _hits(self, rows: list[Row], ranker: str) -> list[KnowledgeHit]:
+        return [_hit(r, i, ranker, tokenizer=self._tokenizer, detectors=self._detectors)
+                for i, r in enumerate(rows, start=1)]

@@ -24,13 +24,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, get_args
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 
 from app.adapters.redis.keys import check_prefix, tail_key
-from app.core.model import Finding, FindingAction, SessionEvent
+from app.core.model import SessionEvent, tagged_findings, untag_findings
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,7 @@ def encode_event(e: SessionEvent, derived: Derived) -> bytes:
     if e.tokens is not None:
         doc["tokens"] = [derived.tokenizer, e.tokens]
     if e.findings is not None:
-        doc["findings"] = [derived.detectors,
-                           [[f.type, f.action, f.start, f.end] for f in e.findings]]
+        doc["findings"] = tagged_findings(e.findings, derived.detectors)
     return orjson.dumps(doc)
 
 
@@ -156,23 +155,6 @@ def _count(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     return None
-
-
-_ACTIONS = get_args(FindingAction)
-
-
-def _findings(value: Any) -> tuple[Finding, ...] | None:
-    """Stored findings, or None (scan again) for anything but a well-formed list."""
-    if not isinstance(value, list):
-        return None
-    out: list[Finding] = []
-    for item in value:
-        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str)
-                and item[1] in _ACTIONS and _count(item[2]) is not None
-                and _count(item[3]) is not None and item[2] <= item[3]):
-            return None
-        out.append(Finding(type=item[0], action=item[1], start=item[2], end=item[3]))
-    return tuple(out)
 
 
 def decode_event(raw: bytes, derived: Derived) -> SessionEvent:
@@ -194,5 +176,5 @@ def decode_event(raw: bytes, derived: Derived) -> SessionEvent:
         is_error=bool(doc.get("is_error", False)),
         created_at=datetime.fromisoformat(created) if isinstance(created, str) else None,
         tokens=_count(_tagged(doc.get("tokens"), derived.tokenizer)),
-        findings=_findings(_tagged(doc.get("findings"), derived.detectors)),
+        findings=untag_findings(doc.get("findings"), derived.detectors),
     )
