@@ -11,7 +11,7 @@ does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -115,11 +115,10 @@ class Collector:
             if info is None:
                 return _Session()
             events = tail[-self._history:]
-            # Scanned when they entered the tail, on the same content: the tail's codec
-            # round-trips every field exactly. This worker need not scan them again.
-            for e in tail:
-                if e.findings is not None:
-                    self._seed(event_content(e), e.findings)
+            # Scanned when they entered the tail, on the same content (the tail's codec
+            # round-trips every field exactly). Only these become candidates: the rest of
+            # the tail is never scanned, so it is not seeded either.
+            self._seed_known((event_content(e), e.findings) for e in events)
             history = self._session_candidates(scope, events, info.user_id)
             found, latest = await asyncio.gather(
                 self._transcript(scope, req), self._latest(scope, req, history))
@@ -166,12 +165,16 @@ class Collector:
         finally:
             embedding.cancel()
             admission.cancel()
-        for hit in (*vhits, *thits):  # scanned at ingest: not again by this worker
-            if hit.findings is not None:
-                self._seed(hit.text, hit.findings)
+        self._seed_known((h.text, h.findings) for h in (*vhits, *thits))  # from ingest
         return Collected(events=sess.events, session_owner=sess.owner, session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
                          transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)
+
+    def _seed_known(self, scanned: Iterable[tuple[str, tuple[Finding, ...] | None]]) -> None:
+        """Tell this worker's detectors what was found in texts scanned where they entered."""
+        for text, findings in scanned:
+            if findings is not None:
+                self._seed(text, findings)
 
     async def _transcript(self, scope: Scope, req: TurnRequest) -> list[TranscriptHit]:
         if scope.session_id is None or scope.session_visibility <= Visibility.SELF:
