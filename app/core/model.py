@@ -355,11 +355,11 @@ def tagged_findings(findings: Sequence[Finding], fingerprint: str) -> list[Any]:
 def untag_findings(value: Any, fingerprint: str) -> tuple[Finding, ...] | None:
     """Stored findings made by the detector code ``fingerprint`` names; None (scan again) for
     another fingerprint or anything malformed."""
-    if not (isinstance(value, list) and len(value) == 2 and value[0] == fingerprint
-            and isinstance(value[1], list)):
+    rows = _untagged(value, fingerprint)
+    if not isinstance(rows, list):
         return None
     out: list[Finding] = []
-    for item in value[1]:
+    for item in rows:
         if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str)
                 and item[1] in _ACTIONS and _offset(item[2]) and _offset(item[3])
                 and item[2] <= item[3]):
@@ -369,6 +369,19 @@ def untag_findings(value: Any, fingerprint: str) -> tuple[Finding, ...] | None:
 
 
 _ACTIONS = get_args(FindingAction)
+
+
+def untag_count(value: Any, tag: str) -> int | None:
+    """The count of a stored ``[tag, n]`` made with ``tag`` (a tokenizer's name), else None."""
+    n = _untagged(value, tag)
+    return n if _offset(n) else None
+
+
+def _untagged(value: Any, tag: str) -> Any:
+    """The payload of a ``[tag, payload]`` pair made with ``tag``, else None."""
+    if isinstance(value, list) and len(value) == 2 and value[0] == tag:
+        return value[1]
+    return None
 
 
 def _offset(value: Any) -> bool:

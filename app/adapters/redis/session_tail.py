@@ -30,7 +30,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from app.adapters.redis.keys import check_prefix, tail_key
-from app.core.model import SessionEvent, tagged_findings, untag_findings
+from app.core.model import SessionEvent, tagged_findings, untag_count, untag_findings
 
 log = logging.getLogger(__name__)
 
@@ -144,19 +144,6 @@ def encode_event(e: SessionEvent, derived: Derived) -> bytes:
     return orjson.dumps(doc)
 
 
-def _tagged(value: Any, tag: str) -> Any:
-    """The payload of a ``[tag, payload]`` pair made with ``tag``, else None."""
-    if isinstance(value, list) and len(value) == 2 and value[0] == tag:
-        return value[1]
-    return None
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
-
-
 def decode_event(raw: bytes, derived: Derived) -> SessionEvent:
     doc = orjson.loads(raw)
     if not isinstance(doc, dict):
@@ -175,6 +162,6 @@ def decode_event(raw: bytes, derived: Derived) -> SessionEvent:
         arguments=doc.get("arguments"),
         is_error=bool(doc.get("is_error", False)),
         created_at=datetime.fromisoformat(created) if isinstance(created, str) else None,
-        tokens=_count(_tagged(doc.get("tokens"), derived.tokenizer)),
+        tokens=untag_count(doc.get("tokens"), derived.tokenizer),
         findings=untag_findings(doc.get("findings"), derived.detectors),
     )
