@@ -128,7 +128,7 @@ class Container:
         redis = open_redis(settings.redis_url)
         count = TiktokenCounter(settings.tokenizer)
         # One scan decides which detectors a text needs; one cache entry per text, seeded
-        # from the findings session events carry in the tail.
+        # from the findings session events carry in the tail and chunks carry from ingest.
         scanner, findings = Prefiltered(ALL_DETECTORS), FindingsCache()
         (scan,) = cached((scanner,), findings)
         embedder = make_embedder(settings)
