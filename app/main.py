@@ -124,7 +124,8 @@ class Container:
         password = settings.app_db_password.get_secret_value() if settings.app_db_password \
             else None
         db = await Database.open(settings.database_url, role=settings.app_db_role,
-                                 password=password, pool_size=settings.db_pool_size)
+                                 password=password, pool_size=settings.db_pool_size,
+                                 read_lanes=settings.db_read_lanes)
         redis = open_redis(settings.redis_url)
         count = TiktokenCounter(settings.tokenizer)
         # One scan decides which detectors a text needs; one cache entry per text, seeded

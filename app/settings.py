@@ -33,7 +33,10 @@ class Settings(BaseSettings):
     redis_prefix: str = "ctxgate"
     admin_token: SecretStr | None = None
 
-    db_pool_size: int = 20  # per worker; a turn holds ~10 at once (docs/benchmarks.md)
+    db_pool_size: int = 20  # per worker
+    # Connections a turn's shared reads may spread over while it is its worker's only turn
+    # in flight (1: always one; see Database.shared_reads).
+    db_read_lanes: int = Field(default=2, ge=1)
     max_body_bytes: int = 1_048_576
     policy_revision: str = "ctx-policy-2026-12-01"
 

@@ -141,7 +141,8 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
 async def measure_floor(owner_url: str, redis_url: str, prefix: str, turns: list[FloorTurn],
                         manifest: dict[str, Any], *, n: int) -> list[float]:
     """Latency (ms) of ``n`` sequential floor turns, after a short warm-up."""
-    db = await Database.open(owner_url, role="ctxgate_app", password=None, pool_size=10)
+    db = await Database.open(owner_url, role="ctxgate_app", password=None, pool_size=10,
+                             read_lanes=Settings().db_read_lanes)  # as an idle worker's turn
     redis = open_redis(redis_url)
     out: list[float] = []
     # remembers visible counts as the service's does

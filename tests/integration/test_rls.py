@@ -268,6 +268,83 @@ async def test_shared_reads_join_one_transaction_and_only_for_their_tenant(db: D
             assert not conn.raw.is_in_transaction()
 
 
+async def _pids_of_two_slow_reads(db: Database, tenant: str) -> tuple[set[int], list[str]]:
+    """Two overlapping reads inside one block: the connections they ran on, and the tenant
+    each saw."""
+    async def slow() -> tuple[int, str]:
+        async with db.read_tx(tenant) as conn:
+            pid = await conn.fetchval(PID)
+            await conn.fetchval(Sql("SELECT pg_sleep(0.05)"))
+            return pid, await conn.fetchval(SETTING)
+
+    async with db.shared_reads(tenant, {"hnsw.ef_search": "77"}):
+        got = await asyncio.gather(slow(), slow())
+    return {pid for pid, _ in got}, [t for _, t in got]
+
+
+async def test_an_idle_process_spreads_shared_reads_over_its_lanes(pg_owner_url: str) -> None:
+    db = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=3,
+                             read_lanes=2)
+    try:
+        async with db.connection() as a, db.connection() as b:  # two idle connections
+            assert a.raw is not b.raw
+        pids, tenants = await _pids_of_two_slow_reads(db, "w")
+        assert len(pids) == 2 and tenants == ["w", "w"]  # both lanes scoped alike
+
+        # Another block open (a second turn in flight): the reads queue on one connection.
+        hold, release = asyncio.Event(), asyncio.Event()
+
+        async def other_turn() -> None:
+            async with db.shared_reads("x"):
+                hold.set()
+                await release.wait()
+
+        busy = asyncio.create_task(other_turn())
+        await hold.wait()
+        pids, _ = await _pids_of_two_slow_reads(db, "w")
+        assert len(pids) == 1
+        release.set()
+        await busy
+        for _ in range(3):  # every lane went back committed and clean
+            async with db.connection() as conn:
+                assert await conn.fetchval(SETTING) in (None, "")
+                assert not conn.raw.is_in_transaction()
+    finally:
+        await db.close()
+
+
+async def test_lanes_never_wait_on_a_full_pool(pg_owner_url: str) -> None:
+    """With no connection idle, a read queues on the block's own: no hold-and-wait."""
+    db = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=1,
+                             read_lanes=2)
+    try:
+        pids, _ = await asyncio.wait_for(_pids_of_two_slow_reads(db, "w"), 5)
+        assert len(pids) == 1
+    finally:
+        await db.close()
+
+
+async def test_a_failed_read_on_a_second_lane_aborts_the_block(pg_owner_url: str) -> None:
+    db = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=2,
+                             read_lanes=2)
+
+    async def read(sql: str) -> Any:
+        async with db.read_tx("f") as conn:
+            return await conn.fetchval(Sql(sql))
+
+    try:
+        async with db.connection(), db.connection():
+            pass
+        with pytest.raises(asyncpg.DivisionByZeroError):
+            async with db.shared_reads("f"):
+                await asyncio.gather(read("SELECT pg_sleep(0.05)"), read("SELECT 1 / 0"))
+        for _ in range(2):
+            async with db.read_tx("f") as conn:
+                assert await conn.fetchval(SETTING) == "f"
+    finally:
+        await db.close()
+
+
 async def test_a_failed_shared_read_aborts_the_block(db: Database) -> None:
     async def bad() -> None:
         async with db.read_tx("f") as conn:

@@ -8,9 +8,11 @@ Contract:
   ``set_config('app.tenant_id', tenant_id, true)``: transaction-local, so a pooled
   connection never carries a tenant into the next checkout. Every adapter query runs here.
 - ``read_tx(tenant_id)`` is the same for reads, ``READ ONLY``; inside ``shared_reads(tenant_id)``
-  every ``read_tx`` of that tenant — in that task and the tasks it starts — joins one shared
-  read-only transaction instead, queued on its one connection: a turn's seven layer reads
-  cost one BEGIN and one COMMIT, not seven of each.
+  every ``read_tx`` of that tenant — in that task and the tasks it starts — joins one of the
+  block's read-only transactions instead, queued on its connection: a turn's seven layer
+  reads cost one BEGIN and one COMMIT, not seven of each. A process with no other block open
+  spreads them over up to ``read_lanes`` connections (latency when idle, throughput when
+  busy).
 - ``connection()`` is a ``Tx`` without a transaction: single statements (a key lookup) and
   session-level advisory locks.
 - ``unscoped_tx()`` is for the SECURITY DEFINER key functions and ``alembic_version``: the
@@ -32,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +52,8 @@ from app.adapters.postgres.migrate import head
 _PARAM = re.compile(r"(?<![:\w\\]):(\w+)")
 NO_PARAMS: Mapping[str, Any] = {}
 NO_SETTINGS: Mapping[str, str] = {}
+# How long a shared_reads block waits for a spare connection it saw idle before it queues.
+SPARE_WAIT_S = 0.05
 
 
 class StoreBusy(Exception):
@@ -156,13 +160,24 @@ def _set_configs(settings: Mapping[str, str]) -> str:
 
 
 @dataclass(slots=True)
-class _Shared:
-    """The read-only transaction that ``read_tx`` calls inside ``shared_reads`` join."""
+class _Lane:
+    """One connection of a ``shared_reads`` block: its transaction, the settings it has, and
+    the reads holding or awaiting it."""
 
-    tenant_id: str
     tx: Tx
     settings: dict[str, str]
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    queued: int = 0
+
+
+@dataclass(slots=True)
+class _Shared:
+    """The read-only transactions that ``read_tx`` calls inside ``shared_reads`` join."""
+
+    tenant_id: str
+    lanes: list[_Lane]
+    extra: AsyncExitStack  # the transactions of every lane past the first
+    grow: asyncio.Lock = field(default_factory=asyncio.Lock)  # held while a lane opens
     open: bool = True
 
 
@@ -202,14 +217,18 @@ async def _keep(_conn: asyncpg.Connection) -> None:
 class Database:
     """Owns the app-role pool; adapters borrow transactions from it."""
 
-    def __init__(self, pool: asyncpg.Pool, pool_timeout: float) -> None:
+    def __init__(self, pool: asyncpg.Pool, pool_timeout: float, read_lanes: int = 1) -> None:
+        if read_lanes < 1:
+            raise ValueError("read_lanes must be >= 1")
         self.pool = pool
         self._timeout = pool_timeout
+        self._lanes = read_lanes
+        self._blocks = 0  # shared_reads blocks open in this process: the load signal
 
     @classmethod
     async def open(
         cls, owner_url: str, *, role: str, password: str | None, pool_size: int = 10,
-        pool_timeout: float = 10.0,
+        pool_timeout: float = 10.0, read_lanes: int = 1,
     ) -> Database:
         """Build the pool (lazily: no connection is made here; ``ping()`` checks one)."""
         head()  # read the scripts directory now, not on the first /readyz
@@ -220,9 +239,9 @@ class Database:
         pool = asyncpg.create_pool(
             url.render_as_string(hide_password=False),
             min_size=0,
-            # A fixed ceiling: a turn fans out to ~10 connections at once, and under load a
-            # connection opened past the pool meant a new backend (fork, auth, codec
-            # introspection, re-prepares) per query. Waiting for one is cheaper.
+            # A fixed ceiling: under load a connection opened past the pool meant a new
+            # backend (fork, auth, codec introspection, re-prepares) per query. Waiting for
+            # one is cheaper.
             max_size=pool_size,
             max_inactive_connection_lifetime=1800,
             init=_init,
@@ -232,21 +251,24 @@ class Database:
             server_settings={"jit": "off", "application_name": "ctxgate"},
         )
         await pool  # min_size=0: starts the pool without connecting
-        return cls(pool, pool_timeout)
+        return cls(pool, pool_timeout, read_lanes)
 
     async def close(self) -> None:
         await self.pool.close()
 
     @asynccontextmanager
-    async def _acquire(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _acquire(self, *, spare: bool = False) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection. Inside an open ``shared_reads`` block only a ``spare`` one,
+        which must be idle now: its wait is bounded by ``SPARE_WAIT_S``, not the pool
+        timeout, so a block holding one connection never waits on the rest of the pool."""
         shared = _SHARED.get()
-        if shared is not None and shared.open:
+        if shared is not None and shared.open and not spare:
             # This task's turn already holds a connection for its shared reads; waiting for a
             # second one while holding it deadlocks once every pooled connection is so held.
             raise RuntimeError("a second connection inside shared_reads: write, or read "
                                "another tenant, outside the block")
         try:
-            raw = await self.pool.acquire(timeout=self._timeout)
+            raw = await self.pool.acquire(timeout=SPARE_WAIT_S if spare else self._timeout)
         except TimeoutError as exc:  # also a connect that hangs: the store is not answering
             raise StoreBusy(f"no connection within {self._timeout} s") from exc
         try:
@@ -267,20 +289,25 @@ class Database:
     @asynccontextmanager
     async def read_tx(self, tenant_id: str, settings: Mapping[str, str] = NO_SETTINGS
                       ) -> AsyncIterator[Tx]:
-        """``tenant_tx`` for reads: ``READ ONLY``, and inside ``shared_reads(tenant_id)`` the
-        shared transaction (its lock held for the block; ``settings`` it lacks are set in
-        it first)."""
+        """``tenant_tx`` for reads: ``READ ONLY``, and inside ``shared_reads(tenant_id)`` one
+        of the block's transactions (held for the read; ``settings`` it lacks are set in it
+        first)."""
         shared = _SHARED.get()
-        if shared is not None and shared.tenant_id == tenant_id:
-            async with shared.lock:
-                if shared.open:  # (a task that outlived the block opens its own)
-                    missing = {k: v for k, v in settings.items()
-                               if shared.settings.get(k) != v}
-                    if missing:
-                        await shared.tx.raw.execute(f"SELECT {_set_configs(missing)}")
-                        shared.settings.update(missing)
-                    yield shared.tx
-                    return
+        if shared is not None and shared.tenant_id == tenant_id and shared.open:
+            lane = await self._lane(shared)
+            lane.queued += 1
+            try:
+                async with lane.lock:
+                    if shared.open:  # (a task that outlived the block opens its own)
+                        missing = {k: v for k, v in settings.items()
+                                   if lane.settings.get(k) != v}
+                        if missing:
+                            await lane.tx.raw.execute(f"SELECT {_set_configs(missing)}")
+                            lane.settings.update(missing)
+                        yield lane.tx
+                        return
+            finally:
+                lane.queued -= 1
         async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx:
             yield tx
 
@@ -288,21 +315,53 @@ class Database:
     async def shared_reads(self, tenant_id: str, settings: Mapping[str, str] = NO_SETTINGS
                            ) -> AsyncIterator[None]:
         """Every ``read_tx(tenant_id)`` inside the block, in this task and the tasks it
-        starts, shares one read-only transaction opened with ``settings``: one connection,
-        one BEGIN and one COMMIT, the reads queued in turn (READ COMMITTED: each still sees
-        what was committed before it started). A read that fails aborts it, and the block
-        raises. Nothing inside may take a connection of its own (a write, another tenant's
-        read): holding one connection while waiting for another deadlocks a full pool, so it
-        raises instead; start such work outside the block."""
-        async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx:
-            shared = _Shared(tenant_id, tx, dict(settings))
+        starts, joins one of the block's read-only transactions, opened with ``settings``:
+        one BEGIN and one COMMIT per connection, the reads queued in turn (READ COMMITTED:
+        each still sees what was committed before it started). Normally that is one
+        connection. When this block is the only one open in the process and a read would
+        queue, the block opens another transaction on an idle pooled connection, up to
+        ``read_lanes``: an idle worker's turn runs its slowest reads side by side, a busy
+        one's spend no PostgreSQL time on more transactions. A read that fails aborts its
+        transaction, and the block raises. Nothing inside may take a connection of its own
+        (a write, another tenant's read): holding one connection while waiting for another
+        deadlocks a full pool, so it raises instead; start such work outside the block."""
+        async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx, \
+                AsyncExitStack() as extra:
+            shared = _Shared(tenant_id, [_Lane(tx, dict(settings))], extra)
             token = _SHARED.set(shared)
+            self._blocks += 1
             try:
                 yield
             finally:
+                self._blocks -= 1
                 _SHARED.reset(token)
-                async with shared.lock:  # a read still running finishes first
+                # A read still running (or a lane still opening) finishes first.
+                async with shared.grow:
+                    for lane in shared.lanes:
+                        await lane.lock.acquire()
                     shared.open = False
+                    for lane in shared.lanes:
+                        lane.lock.release()
+
+    async def _lane(self, shared: _Shared) -> _Lane:
+        """A free lane, a new one (the process is otherwise idle), or the least queued."""
+        for lane in shared.lanes:
+            if not lane.queued:
+                return lane
+        if (len(shared.lanes) < self._lanes and self._blocks == 1 and not shared.grow.locked()
+                and self.pool.get_idle_size() > 0):
+            async with shared.grow:
+                first = shared.lanes[0].settings
+                try:
+                    tx = await shared.extra.enter_async_context(self._transaction(
+                        _opening("BEGIN READ ONLY", shared.tenant_id, first), spare=True))
+                except StoreBusy:  # taken meanwhile: queue instead
+                    pass
+                else:
+                    lane = _Lane(tx, dict(first))
+                    shared.lanes.append(lane)
+                    return lane
+        return min(shared.lanes, key=lambda lane: lane.queued)
 
     @asynccontextmanager
     async def unscoped_tx(self) -> AsyncIterator[Tx]:
@@ -311,8 +370,8 @@ class Database:
             yield tx
 
     @asynccontextmanager
-    async def _transaction(self, begin: str) -> AsyncIterator[Tx]:
-        async with self._acquire() as raw:
+    async def _transaction(self, begin: str, *, spare: bool = False) -> AsyncIterator[Tx]:
+        async with self._acquire(spare=spare) as raw:
             await raw.execute(begin)
             try:
                 yield Tx(raw)
