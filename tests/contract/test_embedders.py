@@ -61,9 +61,10 @@ async def test_e5_query_cache_hits_and_is_bounded(e5: E5Embedder) -> None:
     a = await e5.embed_query("cache me")
     b = await e5.embed_query("cache me")
     info = e5.cache_info()
-    assert a == b
+    assert a == b  # the cached float32 gives back exactly what the model made
     assert info["hits"] == before["hits"] + 1
-    b.append(0.0)  # callers get copies: mutating one must not poison the cache
+    a.append(0.0)  # callers get copies: mutating one must not poison the cache
+    b.append(0.0)
     assert len(await e5.embed_query("cache me")) == 384
     for i in range(20):
         await e5.embed_query(f"q{i}")
