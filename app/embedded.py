@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 from urllib.parse import quote
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,25 @@ class EmbeddedRedis:
         self._proc = None
 
 
+def _shared_buffers_mb() -> int:
+    """A quarter of the memory, at most 1 GiB. PostgreSQL's 128 MB default holds neither a
+    100k-chunk corpus's HNSW index (~200 MB) nor its rows: every miss is a read through the
+    kernel, and at that scale they were most of a large tenant's vector search
+    (docs/benchmarks.md)."""
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(max(128, min(1024, ram // 4 // 2**20)))
+
+
+SHARED_BUFFERS_MB = _shared_buffers_mb()
+
+
+def _shared_buffers_pages(server: Any) -> int | None:
+    """The running server's shared_buffers in 8 kB pages, as psql prints it."""
+    out = server.psql("SELECT setting FROM pg_settings WHERE name = 'shared_buffers';")
+    values = [line.strip() for line in out.splitlines() if line.strip().isdigit()]
+    return int(values[0]) if values else None
+
+
 class EmbeddedPostgres:
     def __init__(self, pgdata: Path) -> None:
         self.pgdata = pgdata
@@ -100,6 +121,11 @@ class EmbeddedPostgres:
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         server = get_server(self.pgdata.resolve(), cleanup_mode="stop")
+        if _shared_buffers_pages(server) != SHARED_BUFFERS_MB * 128:
+            # Takes effect at a restart only; ALTER SYSTEM keeps it for every later start.
+            server.psql(f"ALTER SYSTEM SET shared_buffers = '{SHARED_BUFFERS_MB}MB';")
+            server.cleanup()
+            server = get_server(self.pgdata.resolve(), cleanup_mode="stop")
         self._server = server
         uri = server.get_uri()  # postgresql://postgres:@/postgres?host=<socket dir>
         socket_dir = uri.split("host=", 1)[1]
