@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from app.adapters.postgres.db import Database
 from app.adapters.postgres.knowledge import PgKnowledgeStore
 from app.core.model import Acl, DataLevel, Trust
 from app.ports import KnowledgeQuery, NewChunk, NewDocument
+from bench.ingest import owner_connection
 
 DIM = 384
 Vectors = npt.NDArray[np.float32]
@@ -151,3 +153,24 @@ async def test_a_stale_remembered_count_changes_the_path_never_the_results(
     assert store._counts  # remembered; this store's own ingest forgets the tenant's counts
     await ingest(store, tenant, vectors[:1], per_doc=5)
     assert not [k for k in store._counts if k[0] == tenant]
+
+
+async def test_a_chunk_row_keeps_its_embedding_inline(db: Database, pg_owner_url: str) -> None:
+    """A chunk of runbook size (row ~3.5 kB) is not toasted: a distance reads one heap page,
+    not a TOAST index probe and a second page per row (migration 0009)."""
+    tenant = f"inline{uuid.uuid4().hex[:10]}"
+    vector = unit_vectors(np.random.default_rng(5), 1)
+    text = " ".join(f"step {i}: restart the refund worker and check its queue" for i in range(24))
+    doc = documents(vector, 1)[0]
+    chunk = dataclasses.replace(doc.chunks[0], text=text)
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
+    await store.upsert(tenant_id=tenant, document=dataclasses.replace(doc, chunks=(chunk,)))
+    conn = await owner_connection(pg_owner_url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT pg_column_size(c.*) AS size, pg_column_toast_chunk_id(embedding) AS toast "
+            "FROM knowledge_chunks c WHERE tenant_id = $1", tenant)
+    finally:
+        await conn.close()
+    assert row is not None and row["size"] > 2500
+    assert row["toast"] is None
