@@ -30,7 +30,6 @@ from app.adapters.postgres.compactions import LATEST_SQL as COMPACTION_SQL
 from app.adapters.postgres.db import Database, Sql
 from app.adapters.postgres.keys import PRINCIPAL_SQL
 from app.adapters.postgres.knowledge import (
-    COUNT_VISIBLE_SQL,
     EXACT_MAX_ROWS,
     SEARCH_EXACT_SQL,
     SEARCH_TEXT_SQL,
@@ -51,7 +50,7 @@ from app.ports import KnowledgeQuery, MemoryQuery
 from app.service.detector_cache import fingerprint
 from app.settings import Settings
 
-_COUNT, _EXACT = Sql(COUNT_VISIBLE_SQL), Sql(SEARCH_EXACT_SQL)
+_EXACT = Sql(SEARCH_EXACT_SQL)
 _FTS, _KEY = Sql(SEARCH_TEXT_SQL), Sql(PRINCIPAL_SQL)
 _INFO, _LATEST, _MANIFEST = Sql(INFO_SQL), Sql(GET_LATEST_SQL), Sql(INSERT_WITH_AUDIT_SQL)
 K = 8  # Settings.knowledge_k
@@ -145,7 +144,7 @@ async def measure_floor(owner_url: str, redis_url: str, prefix: str, turns: list
                              read_lanes=Settings().db_read_lanes)  # as an idle worker's turn
     redis = open_redis(redis_url)
     out: list[float] = []
-    # remembers visible counts as the service's does
+    # remembers large permission filters as the service's does
     knowledge = PgKnowledgeStore(db, tokenizer=Settings().tokenizer,
                                  detectors=fingerprint())
     memories = PgMemoryStore(db)
@@ -181,10 +180,11 @@ async def measure_recall(owner_url: str, tenant: str, embeddings: list[list[floa
             t0 = time.perf_counter()
             hits = await store.search_vector(query=q)
             lat.append((time.perf_counter() - t0) * 1000)
-            params = {**visible_params(q), "embedding": emb, "k": k}
+            params = {**visible_params(q), "embedding": emb, "k": k, "cap": None}
             async with db.tenant_tx(tenant) as conn:
-                exact = [(r.doc_id, r.chunk_no) for r in await conn.fetch(_EXACT, params)]
-                visible = int(await conn.fetchval(_COUNT, {**params, "cap": 10**9}))
+                rows = await conn.fetch(_EXACT, params)
+            exact = [(r.doc_id, r.chunk_no) for r in rows]
+            visible = rows[0].visible if rows else 0
             got = {(h.doc_id, h.chunk_no) for h in hits}
             if exact:
                 recalls.append(len(got & set(exact)) / len(exact))

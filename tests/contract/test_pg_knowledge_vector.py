@@ -130,10 +130,11 @@ async def test_iterative_scan_fills_k_for_a_filtered_tenant(
     assert {h.tenant_id for h in hits} == {trap.small_tenant}
 
 
-async def test_a_stale_remembered_count_changes_the_path_never_the_results(
+async def test_the_capped_exact_scan_finds_a_grown_set_and_a_large_one_is_remembered(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The count picks exact scan or HNSW and is remembered; stale either way, top k holds."""
+    """Under the cap the capped exact scan is the answer; a set that grew past it (another
+    process's ingest) is found by the next search, remembered, and HNSW answers it."""
     monkeypatch.setattr(knowledge, "EXACT_MAX_ROWS", 8)
     rng = np.random.default_rng(4)
     tenant, vectors = f"grow{uuid.uuid4().hex[:10]}", unit_vectors(rng, 60)
@@ -142,17 +143,16 @@ async def test_a_stale_remembered_count_changes_the_path_never_the_results(
     q = unit_vectors(rng, 1)[0]
     first = await store.search_vector(query=knn(tenant, q, k=3))
     assert [h.chunk_ref for h in first] == exact_top(vectors[:5], q, 3, 5)
-    # another process: 60 chunks now
-    other = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
-    await ingest(other, tenant, vectors, per_doc=5)
+    assert not store._large  # a small filter is not remembered: its scan is its answer
+    other = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")  # another process
+    await ingest(other, tenant, vectors, per_doc=5)  # 60 chunks now
     grown = await store.search_vector(query=knn(tenant, q, k=3))
-    assert [h.chunk_ref for h in grown] == exact_top(vectors, q, 3, 5)  # exact scan, stale path
-    monkeypatch.setattr(knowledge, "COUNT_TTL_S", 0.0)  # re-counted: the HNSW path
-    again = await store.search_vector(query=knn(tenant, q, k=3))
-    assert [h.chunk_ref for h in again] == exact_top(vectors, q, 3, 5)  # 60 rows: HNSW is exact
-    assert store._counts  # remembered; this store's own ingest forgets the tenant's counts
-    await ingest(store, tenant, vectors[:1], per_doc=5)
-    assert not [k for k in store._counts if k[0] == tenant]
+    assert [h.chunk_ref for h in grown] == exact_top(vectors, q, 3, 5)  # 60 rows: HNSW is exact
+    assert [k for k in store._large if k[0] == tenant]  # at the cap: remembered
+    again = await store.search_vector(query=knn(tenant, q, k=3))  # straight to HNSW
+    assert [h.chunk_ref for h in again] == [h.chunk_ref for h in grown]
+    await ingest(store, tenant, vectors[:1], per_doc=5)  # this store's ingest forgets them
+    assert not [k for k in store._large if k[0] == tenant]
 
 
 async def test_a_chunk_row_keeps_its_embedding_inline(db: Database, pg_owner_url: str) -> None:

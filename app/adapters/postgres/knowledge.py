@@ -12,12 +12,13 @@ domain chunks only for that exact domain, none when the query has no domain), se
 or below the level, not expired at ``query.now``.
 
 Vector search copes with the filtered-HNSW trap (an index scan that stops after ef_search
-candidates, most of them filtered away): it first counts the visible chunks up to
-``EXACT_MAX_ROWS`` (a count remembered per permission filter for ``COUNT_TTL_S``). Below
-that, an exact scan over the filtered rows is cheap and has recall 1.0, which a small tenant
-beside a large one needs. Above it, HNSW runs with
-``hnsw.iterative_scan = relaxed_order`` (re-sorted afterwards), and if it still returns
-fewer than ``k`` rows the exact scan runs instead. Full-text search ranks a bounded pool of
+candidates, most of them filtered away): below ``EXACT_MAX_ROWS`` visible chunks an exact
+scan over the filtered rows is cheap and has recall 1.0, which a small tenant beside a large
+one needs. So the exact scan runs first, capped at ``EXACT_MAX_ROWS`` rows and reporting how
+many it saw: under the cap its answer is the exact top k; at the cap the permission filter
+is remembered as large for ``LARGE_TTL_S`` and HNSW runs instead, with
+``hnsw.iterative_scan = relaxed_order`` (re-sorted afterwards); if that still returns fewer
+than ``k`` rows the uncapped exact scan runs. Full-text search ranks a bounded pool of
 ``tsv @@ tsquery`` matches by ``ts_rank``, the query being the OR of the lexemes from
 ``app.core.fts``.
 """
@@ -46,13 +47,14 @@ def ann_settings(k: int) -> dict[str, str]:
     return {"hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(min(1000, max(EF_SEARCH_MIN, 2 * k)))}
 
-# The visible-chunk count only picks exact scan or HNSW, so it is remembered per permission
-# filter for a while; this process's ingest of a tenant forgets the tenant's counts. Stale
-# counts (another worker's ingest, expiry, an erasure) for up to COUNT_TTL_S cost either speed
-# (exact scans over a grown set) or exactness (HNSW's ~0.96 recall where exact's 1.0 was due,
-# when the set shrank below the cap); never permission, which every query applies itself.
-COUNT_TTL_S = 30.0
-COUNT_MEMO_MAX = 4096
+# Only a filter seen at the cap is remembered (a smaller one costs nothing to re-find: the
+# capped scan is its answer), per permission filter for a while; this process's ingest of a
+# tenant forgets the tenant's. A stale one (the set shrank: another worker's erasure, expiry)
+# costs exactness for up to LARGE_TTL_S (HNSW's ~0.96 recall where exact's 1.0 was due), never
+# permission, which every query applies itself. Counting first instead cost a second scan of
+# the same rows on every filter not remembered.
+LARGE_TTL_S = 30.0
+LARGE_MEMO_MAX = 4096
 
 VISIBLE = """
     c.tenant_id = :tenant_id AND c.is_current
@@ -65,18 +67,18 @@ _HIT = """c.doc_id, c.version, c.chunk_no, c.text, c.tenant_id, c.domain, c.sens
     c.trust, c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at, c.tokens,
     c.tokenizer, c.findings"""
 
-COUNT_VISIBLE_SQL = f"""
-SELECT count(*) FROM (SELECT 1 FROM knowledge_chunks c WHERE {VISIBLE} LIMIT :cap) AS v
-"""  # noqa: S608 - constant fragments, values are bound
 # MATERIALIZED: the ORDER BY runs over the filtered rows, so the planner cannot pick HNSW.
 # The scan carries only ids and distances; the k nearest rows are read afterwards (carrying
-# every visible row's text through the sort cost ~10 % more).
+# every visible row's text through the sort cost ~10 % more). ``:cap`` bounds the scan (NULL:
+# none); ``visible`` is how many rows it saw, so a scan that reached the cap is known to be
+# a sample, not the answer.
 SEARCH_EXACT_SQL = f"""
 WITH visible AS MATERIALIZED (
     SELECT c.id, c.embedding <=> CAST(:embedding AS vector) AS distance
-    FROM knowledge_chunks c WHERE {VISIBLE}
+    FROM knowledge_chunks c WHERE {VISIBLE} LIMIT :cap
 ), nearest AS (SELECT id, distance FROM visible ORDER BY distance, id LIMIT :k)
-SELECT {_HIT}, n.distance FROM nearest n JOIN knowledge_chunks c ON c.id = n.id
+SELECT {_HIT}, n.distance, (SELECT count(*) FROM visible) AS visible
+FROM nearest n JOIN knowledge_chunks c ON c.id = n.id
 ORDER BY n.distance, n.id
 """  # noqa: S608 - constant fragments, values are bound
 # relaxed_order may return rows slightly out of order: the outer query re-sorts them.
@@ -146,7 +148,7 @@ FROM unnest(CAST(:chunk_nos AS integer[]), CAST(:texts AS text[]), CAST(:tokens 
      AS ch(chunk_no, text, tokens, findings, embedding, search_text)
 """
 _S = {name: Sql(sql) for name, sql in {
-    "count": COUNT_VISIBLE_SQL, "exact": SEARCH_EXACT_SQL, "ann": SEARCH_ANN_SQL,
+    "exact": SEARCH_EXACT_SQL, "ann": SEARCH_ANN_SQL,
     "fts": SEARCH_TEXT_SQL, "lock": LOCK_DOC_SQL,
     "delete": DELETE_VERSION_SQL, "doc": INSERT_DOC_SQL, "old_docs": SUPERSEDE_DOCS_SQL,
     "old_chunks": SUPERSEDE_CHUNKS_SQL, "chunks": INSERT_CHUNKS_SQL,
@@ -212,10 +214,10 @@ class PgKnowledgeStore:
         self._db = db
         self._tokenizer = tokenizer
         self._detectors = detectors
-        self._counts: dict[tuple[Any, ...], tuple[float, int]] = {}
+        self._large: dict[tuple[Any, ...], float] = {}  # filter -> remembered until
 
     async def upsert(self, *, tenant_id: str, document: NewDocument) -> int:
-        self._counts = {k: v for k, v in self._counts.items() if k[0] != tenant_id}
+        self._large = {k: v for k, v in self._large.items() if k[0] != tenant_id}
         doc = _doc_params(tenant_id, document)
         key = {k: doc[k] for k in ("tenant_id", "doc_id", "version")}
         async with self._db.tenant_tx(tenant_id) as conn:
@@ -252,28 +254,21 @@ class PgKnowledgeStore:
             rows = await self._nearest(conn, query, params)
         return self._hits(rows, "vector")
 
-    async def _visible(self, conn: Tx, query: KnowledgeQuery, params: dict[str, Any]) -> int:
-        """The visible chunks, counted up to ``EXACT_MAX_ROWS``; remembered ``COUNT_TTL_S``."""
+    async def _nearest(self, conn: Tx, query: KnowledgeQuery, params: dict[str, Any]
+                       ) -> list[Row]:
         key = (query.tenant_id, query.user_id, query.groups, query.domain, query.max_level,
                EXACT_MAX_ROWS)
         now = time.monotonic()
-        memo = self._counts.get(key)
-        if memo is not None and memo[0] > now:
-            return memo[1]
-        visible = int(await conn.fetchval(_S["count"], {**params, "cap": EXACT_MAX_ROWS}))
-        if len(self._counts) >= COUNT_MEMO_MAX:
-            self._counts.clear()  # crude but bounded; the next turns re-count
-        self._counts[key] = (now + COUNT_TTL_S, visible)
-        return visible
-
-    async def _nearest(self, conn: Tx, query: KnowledgeQuery, params: dict[str, Any]
-                       ) -> list[Row]:
-        k = query.k
-        if await self._visible(conn, query, params) < EXACT_MAX_ROWS:
-            return await conn.fetch(_S["exact"], params)
+        if self._large.get(key, 0.0) <= now:
+            rows = await conn.fetch(_S["exact"], {**params, "cap": EXACT_MAX_ROWS})
+            if not rows or rows[0].visible < EXACT_MAX_ROWS:
+                return rows
+            if len(self._large) >= LARGE_MEMO_MAX:
+                self._large.clear()  # crude but bounded; the next turns find them again
+            self._large[key] = now + LARGE_TTL_S
         rows = await conn.fetch(_S["ann"], params)
-        if len(rows) < k:  # iterative scan hit hnsw.max_scan_tuples before finding k rows
-            rows = await conn.fetch(_S["exact"], params)
+        if len(rows) < query.k:  # iterative scan hit hnsw.max_scan_tuples before finding k
+            rows = await conn.fetch(_S["exact"], {**params, "cap": None})
         return rows
 
     async def search_text(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
