@@ -176,7 +176,7 @@ class Assembler:
         try:
             compacted = await self._compactions.for_turn(
                 principal=principal, session_id=scope.session_id, user_id=scope.user_id,
-                task_id=scope.task_id, events=got.events, owner_user_id=got.session_owner,
+                task_id=scope.task_id, events=got.tail, owner_user_id=got.session_owner,
                 history_tokens=sum(c.tokens for c in got.session), checkpoint=got.checkpoint,
                 session_budget=session_budget(self._config, req), latest=got.latest)
         except (SummarizerError, StaleRevision):  # the turn is served uncompacted

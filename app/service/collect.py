@@ -1,11 +1,11 @@
 """Collect: every memory layer's candidates for one turn, read concurrently from the stores.
 
-Contract: ``Collector.collect(scope, req)`` returns ``Collected`` — the session's hot tail (as
-events and as candidates), its transcript hits and, when the history is outgrown, the latest
-compaction; the task's checkpoint; vector and full-text knowledge hits; memory hits and pins;
-the admitted instruction bundle. Each read is scoped to ``scope`` (tenant, user, groups,
-domain, level) in its own query; nothing here decides what the model may see: the pipeline
-does.
+Contract: ``Collector.collect(scope, req)`` returns ``Collected`` — the session's hot tail (its
+history window as events and as candidates, and the whole tail), its transcript hits and, when
+the history is outgrown, the latest compaction; the task's checkpoint; vector and full-text
+knowledge hits; memory hits and pins; the admitted instruction bundle. Each read is scoped to
+``scope`` (tenant, user, groups, domain, level) in its own query; nothing here decides what
+the model may see: the pipeline does.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from app.ports import (
     TokenCounter,
 )
 from app.service.bundles import Admitted, BundleService
-from app.service.compaction import CompactionService
+from app.service.compaction import CompactionService, SessionView
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
@@ -52,7 +52,8 @@ Seed = Callable[[str, Sequence[Finding]], None]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Collected:
-    events: list[SessionEvent]
+    events: list[SessionEvent]  # the history window of the tail
+    tail: list[SessionEvent]  # all of it: a compaction may keep events older than the window
     session_owner: str | None
     session: list[Candidate]  # the history as candidates (also what sizes compaction)
     latest: StoredCompaction | None  # read only when the history is outgrown
@@ -70,6 +71,7 @@ class _Session:
 
     owner: str | None = None
     events: list[SessionEvent] = field(default_factory=list)
+    tail: list[SessionEvent] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     transcript: list[TranscriptHit] = field(default_factory=list)
     latest: StoredCompaction | None = None
@@ -122,7 +124,12 @@ class Collector:
             history = self._session_candidates(scope, events, info.user_id)
             found, latest = await asyncio.gather(
                 self._transcript(scope, req), self._latest(scope, req, history))
-            return _Session(owner=info.user_id, events=events, candidates=history,
+            if latest is not None:  # what its view keeps from before the window is shown too
+                view = SessionView.from_json(latest.view)
+                kept = set(view.kept_seqs) if view is not None else set()
+                self._seed_known((event_content(e), e.findings)
+                                 for e in tail[:len(tail) - len(events)] if e.seq in kept)
+            return _Session(owner=info.user_id, events=events, tail=tail, candidates=history,
                             transcript=found, latest=latest)
 
         async def task() -> TaskCheckpoint | None:
@@ -166,7 +173,8 @@ class Collector:
             embedding.cancel()
             admission.cancel()
         self._seed_known((h.text, h.findings) for h in (*vhits, *thits))  # from ingest
-        return Collected(events=sess.events, session_owner=sess.owner, session=sess.candidates,
+        return Collected(events=sess.events, tail=sess.tail, session_owner=sess.owner,
+                         session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
                          transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)
 

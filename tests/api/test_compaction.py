@@ -141,3 +141,26 @@ async def test_small_session_has_no_compaction(client: httpx.AsyncClient, make_k
                           json=turn(turn_id="turn-s", session_id="s-short"))
     assert r.status_code == 200, r.text
     assert r.json()["manifest"]["compaction"] is None
+
+
+async def test_a_view_keeping_an_event_older_than_the_window_is_served_again(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    """An unresolved error early in the session is sticky: the view keeps it, though it lies
+    before the tail's history window. The next turn serves the stored view (from the whole
+    tail), not a new compaction every turn."""
+    key = await make_key(tenant)
+    failure = "deploy_refund failed: migration 0042 holds a lock on refunds"
+    events = _long_session()
+    events[3:3] = [
+        {"type": "tool_call", "call_id": "d1", "name": "deploy_refund", "arguments": {}},
+        {"type": "tool_result", "call_id": "d1", "is_error": True, "content": failure}]
+    r = await client.post("/v1/sessions/s-long/events", headers=bearer(key),
+                          json={"user_id": "alice", "events": events})
+    assert r.status_code == 201, r.text
+    first = await _turn(client, key, "turn-w1")
+    record = first["manifest"]["compaction"]
+    assert record is not None and record["reused"] is False
+    assert failure in _text(first)  # sticky: 90 events later it is still shown
+    again = await _turn(client, key, "turn-w2")
+    assert again["manifest"]["compaction"] == {**record, "reused": True}
+    assert failure in _text(again)
