@@ -471,6 +471,7 @@ class ContextRequest(TenantClaim):
     def to_domain(self, *, groups: tuple[str, ...]) -> TurnRequest:
         return TurnRequest(
             turn_id=self.turn_id or f"turn_{uuid.uuid4().hex[:16]}",
+            client_turn_id=self.turn_id is not None,
             session_id=self.session_id, task_id=self.task_id, user_id=self.user_id,
             groups=groups, domain=self.domain,
             session_visibility=(Visibility.parse(self.session_visibility)

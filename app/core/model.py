@@ -159,6 +159,9 @@ class TurnRequest:
     """What the body of POST /v1/context asks for, already shape-validated at the edge."""
 
     turn_id: str
+    # A turn_id the client chose is one it can retry with; one made by the server is not
+    # (a lost response never told the client), so nothing is kept for its replay.
+    client_turn_id: bool = True
     session_id: str | None
     task_id: str | None
     user_id: str

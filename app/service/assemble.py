@@ -2,7 +2,8 @@
 
 Order of effects: the manifest (and the audit records of permission drops and recalled
 memories) is committed before the response exists; the exact response body is then kept in
-the replay cache so a retried ``turn_id`` returns the same bytes instead of a second manifest.
+the replay cache so a retried client-chosen ``turn_id`` returns the same bytes instead of a
+second manifest (a server-made one cannot be retried: nothing is kept for it).
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ class Assembler:
     async def turn(self, principal: Principal, req: TurnRequest, req_hash: str) -> bytes:
         scope = resolve_scope(principal, req)
         profile = resolve_profile(req.redaction_profile, self._profiles)  # unknown: 422
-        cached = await self._replay.get(scope.tenant_id, req.turn_id)
+        cached = (await self._replay.get(scope.tenant_id, req.turn_id)
+                  if req.client_turn_id else None)
         if cached is not None:
             return self._replayed(cached, req_hash)
         with stage_span(self._tracer, "ctxgate.turn") as span:
@@ -162,7 +164,8 @@ class Assembler:
             existing = await self._persist(scope, principal, stored, assembly)
             if existing is not None:
                 return await self._after_race(scope, req.turn_id, existing, req_hash), None
-            await self._replay.put(scope.tenant_id, req.turn_id, _wrap(req_hash, body))
+            if req.client_turn_id:
+                await self._replay.put(scope.tenant_id, req.turn_id, _wrap(req_hash, body))
         timings["persist"] = (time.perf_counter() - t1) * 1000
         self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings)
         return body, assembly

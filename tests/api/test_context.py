@@ -60,6 +60,24 @@ async def test_retrying_a_turn_id_never_makes_a_second_manifest(
     assert other.json()["type"] == "conflict"
 
 
+async def test_a_server_made_turn_id_keeps_no_replay_entry(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        container: Container) -> None:
+    """Only a client's own turn_id can be retried with: a server-made one was never seen by a
+    client whose response was lost, so its body is not kept (two Redis round trips a turn)."""
+    key = await make_key(tenant)
+    r = await client.post("/v1/context", headers=bearer(key), json=turn())
+    assert r.status_code == 200, r.text
+    made = r.json()["turn_id"]
+    assert (await client.get(f"/v1/manifests/{made}", headers=bearer(key))).status_code == 200
+    chosen = await client.post("/v1/context", headers=bearer(key), json=turn(turn_id="mine"))
+    assert chosen.status_code == 200, chosen.text
+    prefix = container.settings.redis_prefix
+    replays = [k async for k in container.redis.scan_iter(  # type: ignore[attr-defined]
+        match=f"{prefix}:t:{tenant}:turn:*:replay")]
+    assert replays == [f"{prefix}:t:{tenant}:turn:mine:replay".encode()]
+
+
 async def test_first_turn_of_a_new_session_and_task_is_normal(
         client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
     key = await make_key(tenant)
