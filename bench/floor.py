@@ -2,13 +2,14 @@
 
 Same drivers and statements as the service: ``Database`` (app role, RLS, pgvector codec) and
 the Redis client from ``app.adapters``, and the adapters' SQL constants, in the turn's order:
-the key lookup and the replay check; then concurrently the Redis tail and pin snapshot, and
-in one shared read-only transaction (``Database.shared_reads``, as a turn's collect step)
-session info, the latest checkpoint, vector search and memory recall (through their adapters,
-whose strategy is the query: exact or HNSW, a remembered count; both rankers in one
-statement), full-text search and the compaction lookup; then the manifest insert and the
-replay entry. What a real turn does beyond this (HTTP, JSON, building candidates, the
-pipeline, the manifest) is the service's overhead over the floor.
+the key lookup; then concurrently the Redis tail and pin snapshot, and in one shared
+read-only transaction (``Database.shared_reads``, as a turn's collect step) session info, the
+latest checkpoint, vector search and memory recall (through their adapters, whose strategy is
+the query: the capped exact scan or HNSW for a remembered large filter; both rankers in one
+statement), full-text search and the compaction lookup; then the manifest insert. The load's
+turns carry no turn_id, so the service makes no replay check or entry for them, nor does
+this. What a real turn does beyond this (HTTP, JSON, building candidates, the pipeline, the
+manifest) is the service's overhead over the floor.
 
 Also here: filtered-search recall@10 of the service's vector search against exact search.
 """
@@ -42,7 +43,7 @@ from app.adapters.postgres.memories import PgMemoryStore
 from app.adapters.postgres.sessions import INFO_SQL
 from app.adapters.postgres.tasks import GET_LATEST_SQL
 from app.adapters.redis.client import open_redis
-from app.adapters.redis.keys import replay_key, tail_key
+from app.adapters.redis.keys import tail_key
 from app.adapters.redis.pins import RedisPinSnapshots
 from app.core import fts
 from app.core.model import DataLevel
@@ -84,7 +85,7 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
     turn_id = f"floor_{uuid.uuid4().hex[:16]}"
     async with db.connection() as conn:
         await conn.fetchrow(_KEY, {"key_hash": t.key_hash})
-    await redis.get(replay_key(prefix, t.tenant_id, turn_id))
+    # (no replay check or entry: the load's turns carry no turn_id of their own)
 
     async def tail() -> None:
         await redis.lrange(tail_key(prefix, t.tenant_id, t.session_id), 0, -1)
@@ -134,7 +135,6 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
             "session_id": t.session_id, "task_id": t.task_id, "user_id": t.user_id,
             "request_sha256": "0" * 64, "body": body, "created_at": None,
             **record_params([])})
-    await redis.set(replay_key(prefix, t.tenant_id, turn_id), body, ex=60)
 
 
 async def measure_floor(owner_url: str, redis_url: str, prefix: str, turns: list[FloorTurn],
