@@ -128,8 +128,9 @@ class Container:
                                  read_lanes=settings.db_read_lanes)
         redis = open_redis(settings.redis_url)
         count = TiktokenCounter(settings.tokenizer)
-        # One scan decides which detectors a text needs; one cache entry per text, seeded
-        # from the findings session events carry in the tail and chunks carry from ingest.
+        # One scan decides which detectors a text needs; one cache entry per text. Session
+        # events and chunks carry the findings made where they entered (Candidate.scanned)
+        # and pass the cache by.
         scanner, findings = Prefiltered(ALL_DETECTORS), FindingsCache()
         (scan,) = cached((scanner,), findings)
         embedder = make_embedder(settings)
@@ -170,7 +171,6 @@ class Container:
             if settings.redaction_profiles else {},
             tracer=make_tracer("ctxgate", console=settings.otel_console),
             reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
-            seed=partial(findings.seed, scanner),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
             compactions=compaction_svc)
         estore = PgErasureStore(db)

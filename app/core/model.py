@@ -237,6 +237,7 @@ class Candidate:
     reason: str = ""
     seq: int | None = None  # position in the session, for session events
     meta: tuple[tuple[str, str], ...] = ()  # small renderer hints (e.g. call_id, tool name)
+    scanned: Scanned | None = None  # findings made where the content entered
 
     def meta_value(self, key: str) -> str | None:
         for k, v in self.meta:
@@ -347,6 +348,17 @@ class Finding:
     action: FindingAction
     start: int = 0
     end: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """What the pipeline's detectors found in ``text`` where it entered (a session event as it
+    entered the hot tail, a knowledge chunk at ingest). The safety guard takes these findings
+    for a candidate whose content is still that very text object, and scans it otherwise: a
+    stage that rewrites content cannot carry stale findings along."""
+
+    text: str
+    findings: tuple[Finding, ...]
 
 
 def tagged_findings(findings: Sequence[Finding], fingerprint: str) -> list[Any]:

@@ -54,7 +54,7 @@ from app.ports import (
     TokenCounter,
 )
 from app.service.bundles import Admitted, BundleService
-from app.service.collect import Collected, Collector, Seed, session_budget
+from app.service.collect import Collected, Collector, session_budget
 from app.service.compaction import Compacted, CompactionService
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
@@ -88,7 +88,6 @@ class Assembler:
         tracer: Tracer,
         profiles: Mapping[str, RedactionProfile],
         reads: SharedReads,
-        seed: Seed,
         memories: MemoryService | None = None,
         memory_revalidate_days: int = 90,
         compactions: CompactionService | None = None,
@@ -97,7 +96,7 @@ class Assembler:
             sessions=sessions, tasks=tasks, bundles=bundles, knowledge=knowledge,
             embedder=embedder, count_tokens=count_tokens, config=config, knowledge_k=knowledge_k,
             history_events=history_events, memories=memories, compactions=compactions,
-            reads=reads, seed=seed)
+            reads=reads)
         self._compactions = compactions
         self._revalidate = timedelta(days=memory_revalidate_days)
         self._manifests = manifests

@@ -11,14 +11,13 @@ the model may see: the pipeline does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from app.core.candidates import event_content, session_candidates
+from app.core.candidates import session_candidates
 from app.core.model import (
     Candidate,
-    Finding,
     KnowledgeHit,
     MemoryHit,
     MemoryRecord,
@@ -40,14 +39,12 @@ from app.ports import (
     TokenCounter,
 )
 from app.service.bundles import Admitted, BundleService
-from app.service.compaction import CompactionService, SessionView
+from app.service.compaction import CompactionService
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
 TRANSCRIPT_HITS = 8
-# Tell the pipeline's detectors what was found in a text when it was scanned before.
-Seed = Callable[[str, Sequence[Finding]], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +85,7 @@ class Collector:
                  knowledge: KnowledgeStore, embedder: Embedder, count_tokens: TokenCounter,
                  config: PipelineConfig, knowledge_k: int, history_events: int,
                  memories: MemoryService | None, compactions: CompactionService | None,
-                 reads: SharedReads, seed: Seed) -> None:
+                 reads: SharedReads) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._bundles = bundles
@@ -101,7 +98,6 @@ class Collector:
         self._memories = memories
         self._compactions = compactions
         self._reads = reads
-        self._seed = seed
 
     async def collect(self, scope: Scope, req: TurnRequest) -> Collected:
         """Every layer's store reads for one turn, started concurrently: the Redis reads and
@@ -117,18 +113,9 @@ class Collector:
             if info is None:
                 return _Session()
             events = tail[-self._history:]
-            # Scanned when they entered the tail, on the same content (the tail's codec
-            # round-trips every field exactly). Only these become candidates: the rest of
-            # the tail is never scanned, so it is not seeded either.
-            self._seed_known((event_content(e), e.findings) for e in events)
             history = self._session_candidates(scope, events, info.user_id)
             found, latest = await asyncio.gather(
                 self._transcript(scope, req), self._latest(scope, req, history))
-            if latest is not None:  # what its view keeps from before the window is shown too
-                view = SessionView.from_json(latest.view)
-                kept = set(view.kept_seqs) if view is not None else set()
-                self._seed_known((event_content(e), e.findings)
-                                 for e in tail[:len(tail) - len(events)] if e.seq in kept)
             return _Session(owner=info.user_id, events=events, tail=tail, candidates=history,
                             transcript=found, latest=latest)
 
@@ -172,17 +159,10 @@ class Collector:
         finally:
             embedding.cancel()
             admission.cancel()
-        self._seed_known((h.text, h.findings) for h in (*vhits, *thits))  # from ingest
         return Collected(events=sess.events, tail=sess.tail, session_owner=sess.owner,
                          session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
                          transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)
-
-    def _seed_known(self, scanned: Iterable[tuple[str, tuple[Finding, ...] | None]]) -> None:
-        """Tell this worker's detectors what was found in texts scanned where they entered."""
-        for text, findings in scanned:
-            if findings is not None:
-                self._seed(text, findings)
 
     async def _transcript(self, scope: Scope, req: TurnRequest) -> list[TranscriptHit]:
         if scope.session_id is None or scope.session_visibility <= Visibility.SELF:

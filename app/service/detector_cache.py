@@ -6,9 +6,10 @@ of the text, so their findings can be kept by a digest of it. The cache is bound
 owned by the composition root, which keeps the core free of state.
 
 A process's cache is cold for every session it has not served yet, so session events are also
-scanned once when they enter the hot tail and carry their findings there, tagged with
-``fingerprint()`` — a digest of the detector code; a turn ``seed``s the cache from them. A
-change to any detector changes the fingerprint, and stored findings are then ignored.
+scanned once when they enter the hot tail (and knowledge chunks at ingest) and carry their
+findings there, tagged with ``fingerprint()`` — a digest of the detector code; their
+candidates carry them to the safety guard (``Candidate.scanned``) past this cache. A change to
+any detector changes the fingerprint, and stored findings are then ignored.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import functools
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import app.core.detectors
@@ -44,10 +45,6 @@ class FindingsCache:
         result = tuple(detector(text))
         self._put(key, result)
         return list(result)
-
-    def seed(self, detector: Detector, text: str, findings: Iterable[Finding]) -> None:
-        """Remember what ``detector`` found in ``text`` when it was scanned elsewhere."""
-        self._put(_key(detector, text), tuple(findings))
 
     def _put(self, key: Key, findings: tuple[Finding, ...]) -> None:
         self._entries[key] = findings

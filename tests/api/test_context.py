@@ -164,7 +164,7 @@ async def test_session_events_are_counted_and_scanned_once_as_they_enter_the_tai
             again = await w2.post("/v1/context", headers=bearer(key),
                                   json=turn(session_id="s_tok", turn_id="turn_w2"))
         assert again.status_code == 200
-        assert other.findings.hits >= len(appended)  # seeded, not scanned
+        assert other.findings.misses <= 1  # the query: the events' findings came with them
     finally:
         await other.close()
 
@@ -181,8 +181,8 @@ async def test_a_cold_worker_does_not_rescan_retrieved_chunks(
             r = await w2.post("/v1/context", headers=bearer(key), json=turn())
         assert r.status_code == 200
         assert any(s["kind"] == "retrieval" for s in r.json()["envelope"]["segments"])
-        # The chunk's findings were made at ingest and seeded; only the query is scanned.
-        assert other.findings.hits >= 1 and other.findings.misses <= 1
+        # The chunk's findings were made at ingest and came with it; only the query is scanned.
+        assert other.findings.misses <= 1
     finally:
         await other.close()
 

@@ -44,17 +44,6 @@ def test_each_text_is_scanned_once_and_the_cache_is_bounded() -> None:
     assert det("a") is not det("a")  # callers get their own list
 
 
-def test_seeded_findings_are_served_without_a_scan() -> None:
-    inner, cache = Counting(), FindingsCache(max_entries=2)
-    (det,) = cached([inner], cache)
-    found = [Finding(type="secret.aws", action="drop", start=1, end=2)]
-    cache.seed(inner, "scanned elsewhere", found)
-    assert det("scanned elsewhere") == found
-    assert (inner.calls, cache.hits) == (0, 1)
-    cache.seed(Counting(), "scanned elsewhere", [])  # another detector's findings: not these
-    assert det("scanned elsewhere") == found
-
-
 def test_the_fingerprint_is_the_same_in_every_process() -> None:
     run = [sys.executable, "-c",
            "from app.service.detector_cache import fingerprint; print(fingerprint())"]

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from app.core.detectors import ALL_DETECTORS
 from app.core.guards.safety import Finding, FindingAction, safety_guard
-from app.core.model import DataLevel, DropLayer, Kind, Section, Trust
+from app.core.model import DataLevel, DropLayer, Kind, Scanned, Section, Trust
 from app.core.redaction import BUILTIN_PROFILES, RedactionProfile
 from app.core.render import render_messages
 from tests.unit.builders import cand, count, scope, segment
@@ -184,3 +185,23 @@ def test_quarantine_asked_for_a_non_injection_drops() -> None:
     det = FakeDetector("odd", "custom.odd", action="quarantine")
     _, dropped = safety_guard(scope(), [cand(content="an odd thing")], detectors=[det])
     assert dropped[0].type == "dropped.safety.custom.odd"
+
+
+def test_findings_made_where_the_content_entered_are_used_while_it_is_the_same_text() -> None:
+    text = "call me at bob@example.com"
+    found = (Finding(type="pii.email", action="mask", start=11, end=26),)
+    carried = cand(content=text, scanned=Scanned(text, found))
+    kept, _ = safety_guard(scope(), [carried], detectors=[Exploding()], profile=MASK_ALL)
+    assert kept[0].content == "call me at [REDACTED:pii.email]"  # carried findings, no scan
+    # rewritten content is not the scanned text: scanned afresh, never the stale findings
+    rewritten = dataclasses.replace(carried, content="".join(["call me ", "later"]))
+    kept, _ = safety_guard(scope(), [rewritten], detectors=[FakeDetector("later", "pii.x")],
+                           profile=MASK_ALL)
+    assert kept[0].content == "call me [REDACTED:pii.x]"
+
+
+class Exploding:
+    name = "exploding"
+
+    def __call__(self, text: str) -> list[Finding]:
+        raise AssertionError(f"scanned {text!r}, whose findings came with it")

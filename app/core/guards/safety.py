@@ -11,9 +11,11 @@ records (layer ``safety``):
                                 names the finding type, e.g. ``detector found injection.role``
     dropped.safety.<finding>    any other finding whose action is ``drop``
 
-Each finding's action comes from the redaction profile (``app.core.redaction``), given the
-detector's proposal: ``drop`` drops (the first dropping finding by position names the type),
-``mask`` replaces its span with ``[REDACTED:<type>]`` (tokens are recounted when
+The findings are the ``detectors``' on the candidate's content, or those it carries from where
+that very text entered (``Candidate.scanned``: the same detector code, made once at the tail or
+at ingest). Each finding's action comes from the redaction profile (``app.core.redaction``),
+given the detector's proposal: ``drop`` drops (the first dropping finding by position names
+the type), ``mask`` replaces its span with ``[REDACTED:<type>]`` (tokens are recounted when
 ``count_tokens`` is given), ``allow`` ignores it, and ``quarantine`` (injection only; anything
 else asking for it is dropped — fail closed) keeps the candidate but forces it into the dynamic
 section as ``untrusted`` with the meta hint ``quarantined=<types>``, which the renderer shows as
@@ -105,7 +107,9 @@ def _decide(c: Candidate, detectors: Sequence[Detector], profile: RedactionProfi
     """Every applicable finding with the action the profile gives it, in position order."""
     exempt = c.trust in INJECTION_EXEMPT or c.kind is Kind.QUERY
     decided: list[tuple[str, Finding]] = []
-    for f in sorted((f for d in detectors for f in d(c.content)), key=lambda f: f.start):
+    found = (c.scanned.findings if c.scanned is not None and c.scanned.text is c.content
+             else [f for d in detectors for f in d(c.content)])
+    for f in sorted(found, key=lambda f: f.start):
         injection = _is_injection(f.type)
         if injection and exempt:
             continue
