@@ -38,18 +38,7 @@ from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.api import errors
 from app.api.middleware import BodyLimit, RequestMetrics
-from app.api.routes import (
-    admin,
-    bundles,
-    context,
-    erasures,
-    health,
-    knowledge,
-    manifests,
-    memories,
-    sessions,
-    tasks,
-)
+from app.api.routes import ROUTERS
 from app.core.compaction import AsyncSummarizer, ExtractiveSummarizer
 from app.core.detectors import ALL_DETECTORS, PII_DETECTORS, SECRET_DETECTORS
 from app.core.detectors.prefilter import Prefiltered
@@ -248,9 +237,8 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     if container is not None:
         app.state.container = container
     errors.install(app)
-    for module in (context, sessions, tasks, knowledge, memories, bundles, manifests, erasures,
-                   admin, health):
-        app.include_router(module.router)
+    for router in ROUTERS:
+        app.include_router(router)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
