@@ -35,9 +35,11 @@ from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, tagged_findings,
 from app.ports import KnowledgeQuery, NewDocument
 
 EXACT_MAX_ROWS = 1000  # exact search over <= 1k filtered vectors costs a few ms
-# At 100k chunks with a tenant holding 22% of them, ef_search 40 gave recall@10 0.91 and 100
-# gave 0.96 at about the same p50 (docs/benchmarks.md): the iterative scan stops sooner.
-EF_SEARCH_MIN = 100
+# At 100k chunks with a tenant holding 22% of them (100 queries, the bench's recall set):
+# ef_search 40 gave recall@10 0.91, 100 gave 0.95 with one query finding none of its ten,
+# 150 gives 0.98 (worst query 0.7) and 200 0.99, at search p50 3.1 / 3.3 / 3.7 ms once the
+# index is in shared buffers (docs/benchmarks.md). 150: the margin, for ~6 % more time.
+EF_SEARCH_MIN = 150
 
 
 def ann_settings(k: int) -> dict[str, str]:
