@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import math
+import random
 
+from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.core.compress import head_excerpt, reference_long
 from app.core.model import Candidate, Kind, Section
 from tests.unit.builders import cand, count, words
@@ -65,3 +67,24 @@ def test_excerpt_prefers_a_nearby_word_boundary() -> None:
     text = "alpha beta gamma delta epsilon"
     assert head_excerpt(text, 25, len) == "alpha beta gamma delta"
     assert head_excerpt("abc", 10, len) == "abc"
+
+
+def test_a_known_count_finds_the_same_prefix_reading_only_short_ones() -> None:
+    tokenizer = TiktokenCounter("o200k_base", cache_size=0)
+    rng = random.Random(7)
+    pieces = ["refund", "timeout", "退款接口超时", "kubectl get pods -n prod", "0x7f3a", "\n",
+              "  ", "数据库主从切换", "p99=412ms", "😀", "é", "{\"k\": [1, 2]}"]
+    calls: list[int] = []
+
+    def counted(s: str) -> int:
+        calls.append(len(s))
+        return tokenizer(s)
+
+    for _ in range(60):
+        text = " ".join(rng.choice(pieces) for _ in range(rng.randint(200, 900)))
+        total, budget = tokenizer(text), rng.choice([8, 40, 96, 200])
+        calls.clear()
+        fast = head_excerpt(text, budget, counted, total_tokens=total)
+        whole = head_excerpt(text, budget, tokenizer)  # a binary search over the whole text
+        assert fast == whole and tokenizer(fast) <= budget
+        assert len(calls) <= 16 and max(calls) <= 3 * len(whole) + 64
