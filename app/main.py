@@ -145,8 +145,8 @@ class Container:
             count_tokens=count)
         compaction_svc = CompactionService(
             sessions=session_svc, tasks=task_svc, store=PgCompactionStore(db),
-            summarizer=make_summarizer(settings), count_tokens=count,
-            keep_recent=settings.compaction_keep_recent,
+            summarizer=make_summarizer(settings), count_tokens=count, scan=scan,
+            detectors=fingerprint(), keep_recent=settings.compaction_keep_recent,
             history_events=settings.compaction_history_events, compact_at=settings.compact_at)
         assembler = Assembler(
             sessions=session_svc, tasks=task_svc, bundles=bundle_svc, knowledge=kstore,

@@ -40,17 +40,22 @@ from app.core.compaction import (
     View,
     compaction_steps,
 )
+from app.core.guards.safety import Detector
 from app.core.model import (
     Candidate,
     DataLevel,
+    Finding,
     Freshness,
     Kind,
     Layer,
     Principal,
+    Scanned,
     Section,
     SessionEvent,
     TaskCheckpoint,
     Trust,
+    tagged_findings,
+    untag_findings,
 )
 from app.ports import CompactionStore, StoredCompaction
 from app.service.sessions import SessionService
@@ -97,20 +102,26 @@ class SessionView:
     block: str  # "" when the view has no summary block
     kept_seqs: tuple[int, ...]  # sticky and recent events, in seq order
     through_seq: int  # the last event the compaction read
+    findings: tuple[Finding, ...] | None = None  # the detectors' on ``block``, made once
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, detectors: str) -> dict[str, Any]:
+        """``detectors``: the fingerprint of the detector code that made ``findings``."""
         return {"compaction_id": self.compaction_id, "reference": self.reference,
                 "block": self.block, "kept_seqs": list(self.kept_seqs),
-                "through_seq": self.through_seq}
+                "through_seq": self.through_seq,
+                "findings": None if self.findings is None
+                else tagged_findings(self.findings, detectors)}
 
     @classmethod
-    def from_json(cls, doc: Any) -> SessionView | None:
-        """None for a row without a view (written before migration 0006)."""
+    def from_json(cls, doc: Any, detectors: str) -> SessionView | None:
+        """None for a row without a view (written before migration 0006). Its findings only
+        when the detector code ``detectors`` names made them (else the block is scanned)."""
         if not isinstance(doc, dict):
             return None
         return cls(compaction_id=str(doc["compaction_id"]), reference=bool(doc["reference"]),
                    block=str(doc["block"]), kept_seqs=tuple(int(s) for s in doc["kept_seqs"]),
-                   through_seq=int(doc["through_seq"]))
+                   through_seq=int(doc["through_seq"]),
+                   findings=untag_findings(doc.get("findings"), detectors))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,15 +140,21 @@ class Compacted:
 
 
 class CompactionService:
+    """``scan`` is the pipeline's detector and ``detectors`` the fingerprint of its code: a
+    view's block is scanned once, when the compaction makes it, and its findings stored with
+    it, so no turn that serves the view again (in any worker) scans it."""
+
     def __init__(self, *, sessions: SessionService, tasks: TaskService, store: CompactionStore,
-                 summarizer: AsyncSummarizer, count_tokens: CountTokens, keep_recent: int,
-                 history_events: int = 2000, compact_at: float = 0.8,
-                 options: Options | None = None) -> None:
+                 summarizer: AsyncSummarizer, count_tokens: CountTokens, scan: Detector,
+                 detectors: str, keep_recent: int, history_events: int = 2000,
+                 compact_at: float = 0.8, options: Options | None = None) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._store = store
         self._summarizer = summarizer
         self._count = count_tokens
+        self._scan = scan
+        self._detectors = detectors
         self._keep_recent = keep_recent
         self._history = history_events
         self._compact_at = compact_at
@@ -166,7 +183,8 @@ class CompactionService:
         if not self.outgrown(history_tokens, session_budget):
             return None
         tenant_id = principal.tenant_id
-        stored = SessionView.from_json(latest.view) if latest is not None else None
+        stored = (SessionView.from_json(latest.view, self._detectors)
+                  if latest is not None else None)
         if latest is not None and stored is not None:
             layer = view_candidates(stored, events, tenant_id=tenant_id,
                                     session_id=session_id, owner_user_id=owner_user_id,
@@ -222,10 +240,11 @@ class CompactionService:
         view = None
         if outcome.action in RECORDED:  # after the checkpoint: never a summary without facts
             view = session_view(outcome, session_id=session_id, with_checkpoint=served is None)
+            view = replace(view, findings=tuple(self._scan(view.block)))
             await self._store.insert(
                 tenant_id=tenant_id, session_id=session_id, record=record,
                 summary=outcome.compaction.summary if outcome.compaction else "",
-                view=view.to_json())
+                view=view.to_json(self._detectors))
         return Compacted(outcome=outcome, record=record, checkpoint=served, view=view)
 
     async def _commit(self, principal: Principal, old: TaskCheckpoint | None,
@@ -297,6 +316,7 @@ def view_candidates(view: SessionView, events: Sequence[SessionEvent], *, tenant
             trust=Trust.CURATED, sensitivity=DataLevel.INTERNAL, acl=WHOLE_TENANT,
             owner_user_id=owner_user_id, freshness=Freshness(),
             tokens=count_tokens(view.block), priority=90, never_compress=not view.reference,
+            scanned=None if view.findings is None else Scanned(view.block, view.findings),
             seq=None if first is None else first - 1,
             reason="session compaction " + ("reference view" if view.reference else "summary")))
     out += session_candidates(shown, tenant_id=tenant_id, session_id=session_id,

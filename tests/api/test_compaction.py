@@ -3,10 +3,12 @@ the manual endpoint, ownership, and the incident-2 qualifier surviving every com
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import httpx
 
+from app.main import Container, create_app
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import turn
 
@@ -164,3 +166,28 @@ async def test_a_view_keeping_an_event_older_than_the_window_is_served_again(
     again = await _turn(client, key, "turn-w2")
     assert again["manifest"]["compaction"] == {**record, "reused": True}
     assert failure in _text(again)
+
+
+async def test_a_worker_serving_a_stored_view_does_not_scan_its_block(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        container: Container) -> None:
+    """The block was scanned when the compaction made it; its findings are stored with the
+    view, so another worker, its findings cache cold, serves the view without a scan."""
+    key = await make_key(tenant)
+    await _seed(client, key, "s-long")
+    first = await _turn(client, key, "turn-b1")
+    record = first["manifest"]["compaction"]
+    block_ref = f"session://s-long/compaction/{record['compaction_id']}"
+    (block,) = [s["content"] for s in first["envelope"]["segments"] if s["ref"] == block_ref]
+    other = await Container.open(container.settings)
+    try:
+        transport = httpx.ASGITransport(app=create_app(container=other))
+        async with httpx.AsyncClient(transport=transport, base_url="http://w2") as w2:
+            again = await _turn(w2, key, "turn-b2")
+        assert again["manifest"]["compaction"]["reused"] is True
+        assert block in _text(again)
+        scanned = {k[1] for k in other.findings._entries}
+        assert hashlib.blake2b(block.encode(), digest_size=16).digest() not in scanned
+        assert other.findings.misses >= 1  # (the cache is in use: the query was scanned)
+    finally:
+        await other.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from app.core.model import SessionEvent
+import dataclasses
+
+from app.core.model import Finding, Scanned, SessionEvent
 from app.service.compaction import SessionView, view_candidates
 
 VIEW = SessionView(compaction_id="c1", reference=False, block="Summary: goal X.",
@@ -48,5 +50,16 @@ def test_a_gap_after_the_view_cannot_be_served() -> None:
 
 
 def test_json_round_trip_and_rows_without_a_view() -> None:
-    assert SessionView.from_json(VIEW.to_json()) == VIEW
-    assert SessionView.from_json(None) is None
+    assert SessionView.from_json(VIEW.to_json("fp1"), "fp1") == VIEW
+    assert SessionView.from_json(None, "fp1") is None
+
+
+def test_the_blocks_findings_come_back_only_for_the_same_detector_code() -> None:
+    found = (Finding(type="pii.email", action="mask", start=9, end=16),)
+    scanned = dataclasses.replace(VIEW, findings=found)
+    assert SessionView.from_json(scanned.to_json("fp1"), "fp1") == scanned
+    assert SessionView.from_json(scanned.to_json("fp1"), "fp2") == VIEW  # scanned again
+    got = view_candidates(scanned, _events(range(1, 11)), tenant_id="t", session_id="s",
+                          owner_user_id="u", count_tokens=len)
+    assert got is not None and got[0].scanned == Scanned(scanned.block, found)
+    assert got[0].scanned.text is got[0].content
