@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from app.core.candidates import WHOLE_TENANT, CountTokens, session_candidates
+from app.core.candidates import WHOLE_TENANT, CountTokens, event_content, session_candidates
 from app.core.compaction import (
     AsyncSummarizer,
     CompactionOutcome,
@@ -199,9 +199,9 @@ class CompactionService:
                                   checkpoint=checkpoint, latest=latest)
         if done.view is None or done.outcome is None:
             return None
-        layer = view_candidates(done.view, done.outcome.prune.events, tenant_id=tenant_id,
-                                session_id=session_id, owner_user_id=owner_user_id,
-                                count_tokens=self._count)
+        layer = view_candidates(done.view, _derived_from(done.outcome.prune.events, events),
+                                tenant_id=tenant_id, session_id=session_id,
+                                owner_user_id=owner_user_id, count_tokens=self._count)
         return replace(done, record={**done.record, "reused": False},
                        candidates=tuple(layer or ()))
 
@@ -255,6 +255,22 @@ class CompactionService:
         revision = await self._tasks.put(principal=principal, checkpoint=new,
                                          expected_revision=old.revision if old else 0)
         return replace(new, revision=revision)
+
+
+def _derived_from(events: Sequence[SessionEvent], tail: Sequence[SessionEvent]
+                  ) -> list[SessionEvent]:
+    """The compaction's ``events`` (read from the archive, which keeps no derived fields, and
+    possibly pruned) with the token count and findings of the tail's copy of each, where that
+    copy has the same candidate content: counted and scanned when it entered the tail."""
+    copies = {e.seq: e for e in tail}
+    out: list[SessionEvent] = []
+    for e in events:
+        t = copies.get(e.seq)
+        if t is not None and e.tokens is None and e.findings is None \
+                and event_content(t) == event_content(e):
+            e = replace(e, tokens=t.tokens, findings=t.findings)
+        out.append(e)
+    return out
 
 
 def _still_fresh(layer: Sequence[Candidate], view: SessionView, threshold: float) -> bool:

@@ -3,7 +3,9 @@ the manual endpoint, ownership, and the incident-2 qualifier surviving every com
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -168,6 +170,24 @@ async def test_a_view_keeping_an_event_older_than_the_window_is_served_again(
     assert failure in _text(again)
 
 
+@contextlib.asynccontextmanager
+async def _cold_worker(container: Container
+                       ) -> AsyncIterator[tuple[httpx.AsyncClient, Container]]:
+    """Another worker on the same stores, its findings cache empty."""
+    other = await Container.open(container.settings)
+    try:
+        transport = httpx.ASGITransport(app=create_app(container=other))
+        async with httpx.AsyncClient(transport=transport, base_url="http://w2") as w2:
+            yield w2, other
+    finally:
+        await other.close()
+
+
+def _was_scanned(worker: Container, text: str) -> bool:
+    return hashlib.blake2b(text.encode(), digest_size=16).digest() in {
+        k[1] for k in worker.findings._entries}
+
+
 async def test_a_worker_serving_a_stored_view_does_not_scan_its_block(
         client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
         container: Container) -> None:
@@ -179,15 +199,26 @@ async def test_a_worker_serving_a_stored_view_does_not_scan_its_block(
     record = first["manifest"]["compaction"]
     block_ref = f"session://s-long/compaction/{record['compaction_id']}"
     (block,) = [s["content"] for s in first["envelope"]["segments"] if s["ref"] == block_ref]
-    other = await Container.open(container.settings)
-    try:
-        transport = httpx.ASGITransport(app=create_app(container=other))
-        async with httpx.AsyncClient(transport=transport, base_url="http://w2") as w2:
-            again = await _turn(w2, key, "turn-b2")
+    async with _cold_worker(container) as (w2, other):
+        again = await _turn(w2, key, "turn-b2")
         assert again["manifest"]["compaction"]["reused"] is True
         assert block in _text(again)
-        scanned = {k[1] for k in other.findings._entries}
-        assert hashlib.blake2b(block.encode(), digest_size=16).digest() not in scanned
+        assert not _was_scanned(other, block)
         assert other.findings.misses >= 1  # (the cache is in use: the query was scanned)
-    finally:
-        await other.close()
+
+
+async def test_a_compacting_turn_does_not_rescan_the_events_its_view_keeps(
+        make_key: KeyMaker, tenant: str, container: Container) -> None:
+    """The compaction reads the archive, which keeps no findings; the events its view keeps
+    take theirs from the tail's copies, scanned when they were appended."""
+    key = await make_key(tenant)
+    async with _cold_worker(container) as (w2, other):
+        await _seed(w2, key, "s-long")
+        scanned_at_append = set(other.findings._entries)
+        other.findings._entries.clear()  # what the append scanned is not the turn's doing
+        body = await _turn(w2, key, "turn-k1")
+        assert body["manifest"]["compaction"]["reused"] is False
+        kept = [s["content"] for s in body["envelope"]["segments"]
+                if s["ref"].startswith("session://s-long/events/")]
+        assert kept and scanned_at_append
+        assert not [text for text in kept if _was_scanned(other, text)]
