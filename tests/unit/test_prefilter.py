@@ -138,3 +138,6 @@ def test_cues_answer_as_their_patterns() -> None:
         assert cue._factors, cue.pattern.pattern  # every cue has literals to gate on
         for s in sentences:
             assert (cue.search(s) is None) == (cue.pattern.search(s) is None), (cue.pattern, s)
+        for text in [*TEXTS, " ".join(sentences)]:  # a whole text that cannot match has no
+            if not cue.may_occur(text):              # sentence that can
+                assert not any(cue.pattern.search(s) for s in tx.sentences(text)), cue.pattern

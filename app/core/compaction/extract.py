@@ -88,6 +88,8 @@ def _message(acc: _Acc, e: SessionEvent, ref: str) -> None:
 
 
 def _result_evidence(acc: _Acc, e: SessionEvent, ref: str) -> None:
+    if not tx.EVIDENCE.may_occur(e.content):  # (the usual long result: no sentence can)
+        return
     found = [s for s in tx.sentences(e.content)
              if tx.EVIDENCE.search(s) and not tx.FAILURE.search(s)]
     acc.evidence.extend(f"{s} [{ref}]" for s in found[:MAX_EVIDENCE_PER_RESULT])

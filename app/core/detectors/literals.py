@@ -189,9 +189,13 @@ class Cue:
         self._factors = tuple(frozenset(caseless(s) for s in f) for f in factors) \
             if self._fold else factors
 
+    def may_occur(self, text: str) -> bool:
+        """False when ``search`` finds nothing in ``text``, nor in any part of it: one test of
+        a whole text spares asking each of its sentences."""
+        if not self._factors:
+            return True
+        hay = caseless(text) if self._fold else text
+        return all(any(s in hay for s in f) for f in self._factors)
+
     def search(self, text: str) -> re.Match[str] | None:
-        if self._factors:
-            hay = caseless(text) if self._fold else text
-            if not all(any(s in hay for s in f) for f in self._factors):
-                return None
-        return self.pattern.search(text)
+        return self.pattern.search(text) if self.may_occur(text) else None
