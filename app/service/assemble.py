@@ -173,7 +173,7 @@ class Assembler:
                              got: Collected) -> Compacted | None:
         """The compacted session layer when the history outgrows ``compact_at`` of its
         budget share (``CompactionService.for_turn``)."""
-        if self._compactions is None or scope.session_id is None or not got.events:
+        if self._compactions is None or scope.session_id is None or not got.tail:
             return None
         try:
             compacted = await self._compactions.for_turn(

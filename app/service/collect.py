@@ -1,11 +1,11 @@
 """Collect: every memory layer's candidates for one turn, read concurrently from the stores.
 
-Contract: ``Collector.collect(scope, req)`` returns ``Collected`` — the session's hot tail (its
-history window as events and as candidates, and the whole tail), its transcript hits and, when
-the history is outgrown, the latest compaction; the task's checkpoint; vector and full-text
-knowledge hits; memory hits and pins; the admitted instruction bundle. Each read is scoped to
-``scope`` (tenant, user, groups, domain, level) in its own query; nothing here decides what
-the model may see: the pipeline does.
+Contract: ``Collector.collect(scope, req)`` returns ``Collected`` — the session's hot tail (and
+its history window as candidates), its transcript hits and, when the history is outgrown, the
+latest compaction; the task's checkpoint; vector and full-text knowledge hits; memory hits and
+pins; the admitted instruction bundle. Each read is scoped to ``scope`` (tenant, user, groups,
+domain, level) in its own query; nothing here decides what the model may see: the pipeline
+does.
 """
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ TRANSCRIPT_HITS = 8
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Collected:
-    events: list[SessionEvent]  # the history window of the tail
-    tail: list[SessionEvent]  # all of it: a compaction may keep events older than the window
+    # the whole hot tail: a compaction's view may keep events older than the history window
+    tail: list[SessionEvent]
     session_owner: str | None
-    session: list[Candidate]  # the history as candidates (also what sizes compaction)
+    session: list[Candidate]  # the history window as candidates (also what sizes compaction)
     latest: StoredCompaction | None  # read only when the history is outgrown
     checkpoint: TaskCheckpoint | None
     hits: list[KnowledgeHit]
@@ -67,7 +67,6 @@ class _Session:
     """What the session layer collected: nothing without a session (or a new one)."""
 
     owner: str | None = None
-    events: list[SessionEvent] = field(default_factory=list)
     tail: list[SessionEvent] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     transcript: list[TranscriptHit] = field(default_factory=list)
@@ -112,11 +111,10 @@ class Collector:
                 tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id)
             if info is None:
                 return _Session()
-            events = tail[-self._history:]
-            history = self._session_candidates(scope, events, info.user_id)
+            history = self._session_candidates(scope, tail[-self._history:], info.user_id)
             found, latest = await asyncio.gather(
                 self._transcript(scope, req), self._latest(scope, req, history))
-            return _Session(owner=info.user_id, events=events, tail=tail, candidates=history,
+            return _Session(owner=info.user_id, tail=tail, candidates=history,
                             transcript=found, latest=latest)
 
         async def task() -> TaskCheckpoint | None:
@@ -159,8 +157,7 @@ class Collector:
         finally:
             embedding.cancel()
             admission.cancel()
-        return Collected(events=sess.events, tail=sess.tail, session_owner=sess.owner,
-                         session=sess.candidates,
+        return Collected(tail=sess.tail, session_owner=sess.owner, session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
                          transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)
 
