@@ -13,6 +13,7 @@ from app.adapters.postgres.db import Database
 from app.adapters.postgres.knowledge import PgKnowledgeStore
 from app.core.model import Acl, DataLevel, Finding, Trust
 from app.ports import KnowledgeQuery, NewChunk, NewDocument
+from bench.ingest import owner_connection
 
 DIM = 384
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -30,6 +31,20 @@ async def db(pg_owner_url: str) -> AsyncIterator[Database]:
 def unit(seed: int) -> list[float]:
     v = np.random.default_rng(seed).standard_normal(DIM)
     return [float(x) for x in v / np.linalg.norm(v)]
+
+
+async def stored_row(owner_url: str, table: str, where: str, *args: object
+                     ) -> tuple[int, object]:
+    """A row's stored size, and the TOAST chunk of its embedding (None: kept in the row)."""
+    conn = await owner_connection(owner_url)
+    try:
+        row = await conn.fetchrow(
+            f"SELECT pg_column_size(t.*) AS size, pg_column_toast_chunk_id(embedding) AS toast "
+            f"FROM {table} t WHERE {where}", *args)
+    finally:
+        await conn.close()
+    assert row is not None
+    return int(row["size"]), row["toast"]
 
 
 def doc(doc_id: str, texts: list[str], *, version: int = 1, acl: Acl = WHOLE,

@@ -18,7 +18,7 @@ from app.adapters.postgres.db import Database
 from app.adapters.postgres.knowledge import PgKnowledgeStore
 from app.core.model import Acl, DataLevel, Trust
 from app.ports import KnowledgeQuery, NewChunk, NewDocument
-from bench.ingest import owner_connection
+from tests.contract.test_pg_knowledge import stored_row
 
 DIM = 384
 Vectors = npt.NDArray[np.float32]
@@ -165,12 +165,5 @@ async def test_a_chunk_row_keeps_its_embedding_inline(db: Database, pg_owner_url
     chunk = dataclasses.replace(doc.chunks[0], text=text)
     store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=dataclasses.replace(doc, chunks=(chunk,)))
-    conn = await owner_connection(pg_owner_url)
-    try:
-        row = await conn.fetchrow(
-            "SELECT pg_column_size(c.*) AS size, pg_column_toast_chunk_id(embedding) AS toast "
-            "FROM knowledge_chunks c WHERE tenant_id = $1", tenant)
-    finally:
-        await conn.close()
-    assert row is not None and row["size"] > 2500
-    assert row["toast"] is None
+    size, toast = await stored_row(pg_owner_url, "knowledge_chunks", "tenant_id = $1", tenant)
+    assert size > 2500 and toast is None

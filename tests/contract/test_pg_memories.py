@@ -13,8 +13,7 @@ from app.adapters.postgres.memories import PgMemoryStore
 from app.core.memory_gate import GateDecision, MemoryWrite
 from app.core.model import DataLevel, MemoryStatus
 from app.ports import MemoryProbe, MemoryQuery
-from bench.ingest import owner_connection
-from tests.contract.test_pg_knowledge import unit
+from tests.contract.test_pg_knowledge import stored_row, unit
 
 NOW = datetime.now(UTC)
 
@@ -98,12 +97,6 @@ async def test_a_memory_row_keeps_its_embedding_inline(
         store: PgMemoryStore, tenant: str, pg_owner_url: str) -> None:
     """Recall's distances read the row's own page, not TOAST (migration 0009)."""
     await put(store, tenant, "inline", w("the refund worker restarts after deploys " * 12))
-    conn = await owner_connection(pg_owner_url)
-    try:
-        row = await conn.fetchrow(
-            "SELECT pg_column_size(m.*) AS size, pg_column_toast_chunk_id(embedding) AS toast "
-            "FROM memories m WHERE tenant_id = $1 AND memory_id = 'inline'", tenant)
-    finally:
-        await conn.close()
-    assert row is not None and row["size"] > 2000
-    assert row["toast"] is None
+    size, toast = await stored_row(pg_owner_url, "memories",
+                                   "tenant_id = $1 AND memory_id = 'inline'", tenant)
+    assert size > 2000 and toast is None
