@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench import ingest
 from bench.run import Config, run_bench
 
 SECTIONS = {"config", "machine", "stores", "ingest", "scenarios", "server", "floor", "recall",
@@ -35,3 +36,14 @@ def test_bench_smoke(pg_owner_url: str, redis_url: str, uid: str, tmp_path: Path
     assert rep["recall"]["small"]["recall_at_10_mean"] == 1.0  # exact path
     assert rep["server"]["rss_max_mb"] is not None
     assert {t["status"] for t in rep["targets"]} <= {"met", "missed", "not measured"}
+
+
+async def test_the_bulk_loads_fallback_index_is_the_migrations(pg_owner_url: str) -> None:
+    """A crashed load that left the HNSW index dropped rebuilds it as the migrations define."""
+    conn = await ingest.owner_connection(pg_owner_url)
+    try:
+        defined = await conn.fetchval(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = $1", ingest.HNSW_INDEX)
+    finally:
+        await conn.close()
+    assert defined == ingest.HNSW_FALLBACK
