@@ -32,12 +32,12 @@ from app.core.model import (
     Freshness,
     Kind,
     Layer,
-    Scanned,
     Scope,
     Section,
     SessionEvent,
     TaskCheckpoint,
     Trust,
+    scanned,
 )
 
 CountTokens = Callable[[str], int]
@@ -155,6 +155,6 @@ def session_candidates(
             tokens=count_tokens(content) if e.tokens is None else e.tokens,
             priority=max(10, 60 - (newest - i)), seq=e.seq, meta=meta,
             reason=f"session {e.type}",
-            scanned=None if e.findings is None else Scanned(content, e.findings),
+            scanned=scanned(content, e.findings),
         ))
     return out

@@ -361,6 +361,11 @@ class Scanned:
     findings: tuple[Finding, ...]
 
 
+def scanned(text: str, findings: tuple[Finding, ...] | None) -> Scanned | None:
+    """``text``'s findings for a candidate to carry; None when none were made where it entered."""
+    return None if findings is None else Scanned(text, findings)
+
+
 def tagged_findings(findings: Sequence[Finding], fingerprint: str) -> list[Any]:
     """Findings as stored beside the text they were found in: ``[fingerprint, [[type,
     action, start, end], ...]]``, the fingerprint naming the detector code that found them."""

@@ -22,10 +22,10 @@ from app.core.model import (
     MemoryHit,
     MemoryRecord,
     MemoryStatus,
-    Scanned,
     Section,
     TranscriptHit,
     Trust,
+    scanned,
 )
 
 STALE_RANK_PENALTY = 20  # ranks a stale memory is pushed back by before fusion
@@ -61,7 +61,7 @@ def knowledge_candidates(
                     revision=f"v{first.version}",
                 ),
                 tokens=count_tokens(first.text) if first.tokens is None else first.tokens,
-                scanned=None if first.findings is None else Scanned(first.text, first.findings),
+                scanned=scanned(first.text, first.findings),
                 priority=40,
                 scores=tuple(sorted((h.ranker, h.rank) for h in group)),
                 reason="retrieved",

@@ -49,11 +49,11 @@ from app.core.model import (
     Kind,
     Layer,
     Principal,
-    Scanned,
     Section,
     SessionEvent,
     TaskCheckpoint,
     Trust,
+    scanned,
     tagged_findings,
     untag_findings,
 )
@@ -332,7 +332,7 @@ def view_candidates(view: SessionView, events: Sequence[SessionEvent], *, tenant
             trust=Trust.CURATED, sensitivity=DataLevel.INTERNAL, acl=WHOLE_TENANT,
             owner_user_id=owner_user_id, freshness=Freshness(),
             tokens=count_tokens(view.block), priority=90, never_compress=not view.reference,
-            scanned=None if view.findings is None else Scanned(view.block, view.findings),
+            scanned=scanned(view.block, view.findings),
             seq=None if first is None else first - 1,
             reason="session compaction " + ("reference view" if view.reference else "summary")))
     out += session_candidates(shown, tenant_id=tenant_id, session_id=session_id,
