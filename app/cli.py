@@ -1,4 +1,4 @@
-"""The ``ctxgate`` command: serve, demo, migrate, keys, bench.
+"""The ``ctxgate`` command: serve, demo, migrate, keys, bench and the runtime integrations.
 
 With neither ``CTXGATE_DATABASE_URL`` nor ``CTXGATE_REDIS_URL`` set, ``serve`` and ``demo``
 run on the embedded default (PostgreSQL with pgvector and a Redis-compatible server under
@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,7 +142,8 @@ def cmd_keys_create(args: argparse.Namespace) -> None:
     with stores(Settings(), redis=False) as settings:
         migrate(settings)
         key_id, api_key = asyncio.run(run(settings))
-    print(f"key_id  {key_id}\napi_key {api_key}")
+    # --quiet prints the secret alone, so a shell can capture it: KEY=$(ctxgate keys create ...)
+    print(api_key if args.quiet else f"key_id  {key_id}\napi_key {api_key}")
 
 
 def cmd_demo(_: argparse.Namespace) -> None:
@@ -158,34 +160,61 @@ def cmd_bench(argv: list[str]) -> None:
     bench.main(argv)
 
 
+DESCRIPTION = """\
+ctxgate: the context-assembly gateway for AI agents.
+
+With neither CTXGATE_DATABASE_URL nor CTXGATE_REDIS_URL set, the commands that need stores
+run on the embedded default under CTXGATE_DATA_DIR (./.ctxgate): a PostgreSQL with pgvector
+and a Redis-compatible server, started on demand and stopped on exit."""
+
+EPILOG = """\
+examples:
+  ctxgate demo && ctxgate serve          the guided tour, then the API on 127.0.0.1:8080
+  KEY=$(ctxgate keys create --tenant acme --role runtime --quiet)
+  ctxgate bench --scale smoke            a one-minute benchmark"""
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ctxgate", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="ctxgate", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the HTTP API")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8080, help="port (default: %(default)s)")
     serve.add_argument("--workers", type=int, default=1,
                        help="worker processes (/metrics sums them)")
     serve.set_defaults(func=cmd_serve)
-    sub.add_parser("demo", help="a guided tour on the embedded default").set_defaults(
-        func=cmd_demo)
+    sub.add_parser("demo", help="seed tenants acme and globex and walk through one turn",
+                   description="Seeds tenants acme and globex (knowledge, a session, a task "
+                   "checkpoint, a bundle) through the HTTP API in-process, assembles one turn and "
+                   "shows what was kept, dropped and refused. The data stays for `ctxgate serve`."
+                   ).set_defaults(func=cmd_demo)
     sub.add_parser("migrate", help="apply migrations").set_defaults(func=cmd_migrate)
     # Listed for --help; main() hands everything after "bench" to bench.main.
     sub.add_parser("bench", add_help=False, help="reproducible benchmark (ctxgate bench --help)")
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys",
                                                                          required=True)
     create = keys.add_parser("create", help="create a key and print it once")
-    create.add_argument("--tenant", required=True)
-    create.add_argument("--role", required=True, choices=[r.value for r in Role])
+    create.add_argument("--tenant", required=True, help="the tenant the key belongs to")
+    create.add_argument("--role", required=True, choices=[r.value for r in Role],
+                        help="runtime: assemble and write; ops: read manifests; admin: all")
     create.add_argument("--max-data-level", default="internal",
-                        choices=[d.label for d in DataLevel])
-    create.add_argument("--domain", action="append")
-    create.add_argument("--name", default="cli")
+                        choices=[d.label for d in DataLevel],
+                        help="highest sensitivity the key may see (default: %(default)s)")
+    create.add_argument("--domain", action="append",
+                        help="restrict the key to this domain (repeatable; default: all)")
+    create.add_argument("--name", default="cli", help="a label for listings (default: cli)")
+    create.add_argument("--quiet", action="store_true",
+                        help="print only the secret (for KEY=$(ctxgate keys create ...))")
     create.set_defaults(func=cmd_keys_create)
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (root shells, containers) while the
+    # embedded PostgreSQL looks up its cache; the fallback it takes is fine, and the warning
+    # read as an error on every command.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:

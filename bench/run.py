@@ -318,10 +318,14 @@ def _load_phase(cfg: Config, ds: Dataset, keys: dict[str, str], owner_url: str,
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ctxgate bench", description="reproducible benchmark")
-    p.add_argument("--scale", choices=sorted(SCALES), default="small")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--out", type=Path, default=Path("docs/benchmarks.json"))
+    p = argparse.ArgumentParser(
+        prog="ctxgate bench", description="A reproducible benchmark of POST /v1/context on a "
+        "generated corpus: latency, throughput, recall and ingest, written as JSON.")
+    p.add_argument("--scale", choices=sorted(SCALES), default="small",
+                   help="corpus and load size (default: %(default)s; smoke takes a minute)")
+    p.add_argument("--seed", type=int, default=42, help="data generator seed (default: 42)")
+    p.add_argument("--out", type=Path, default=Path("docs/benchmarks.json"),
+                   help="where the JSON report goes (default: %(default)s)")
     p.add_argument("--duration", type=float, default=None, help="seconds per scenario")
     p.add_argument("--workers", type=int, default=2, help="server worker processes")
     return p
