@@ -63,6 +63,16 @@ class SessionOwner:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TurnAppend:
+    """Events a turn appended: their seqs, and the events as stored when this call wrote
+    them (``fresh``); a retry of the turn gets the recorded seqs, no events, ``fresh=False``."""
+
+    seqs: list[int]
+    stored: list[SessionEvent]
+    fresh: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NewChunk:
     chunk_no: int
     text: str
@@ -156,6 +166,15 @@ class SessionArchive(Protocol):
     async def append(
         self, *, tenant_id: str, session_id: str, owner: SessionOwner, events: Sequence[NewEvent]
     ) -> tuple[SessionInfo, list[SessionEvent]]: ...
+    async def append_once(
+        self, *, tenant_id: str, session_id: str, owner: SessionOwner,
+        events: Sequence[NewEvent], turn_id: str, request_sha256: str
+    ) -> TurnAppend:
+        """``append``, at most once per (tenant, ``turn_id``): the first call appends and
+        records the turn in the same transaction; a later (or concurrent) call with the same
+        ``request_sha256`` appends nothing and answers the recorded seqs; another request
+        under that turn_id raises ``Conflict``."""
+        ...
     async def events(
         self, *, tenant_id: str, session_id: str, after_seq: int, limit: int
     ) -> list[SessionEvent]: ...

@@ -151,6 +151,21 @@ class ToolResultEvent(Wire):
 Event = Annotated[MessageEvent | ToolCallEvent | ToolResultEvent, Field(discriminator="type")]
 
 
+def events_to_domain(events: list[MessageEvent | ToolCallEvent | ToolResultEvent]
+                     ) -> list[NewEvent]:
+    out: list[NewEvent] = []
+    for e in events:
+        if isinstance(e, MessageEvent):
+            out.append(NewEvent(type="message", role=e.role, content=e.content))
+        elif isinstance(e, ToolCallEvent):
+            out.append(NewEvent(type="tool_call", role="assistant", call_id=e.call_id,
+                                name=e.name, arguments=e.arguments))
+        else:
+            out.append(NewEvent(type="tool_result", role="tool", call_id=e.call_id,
+                                content=e.content, is_error=e.is_error))
+    return out
+
+
 class EventsAppend(TenantClaim):
     user_id: Id
     agent_id: Id | None = None
@@ -158,17 +173,7 @@ class EventsAppend(TenantClaim):
     events: list[Event] = Field(min_length=1, max_length=500)
 
     def to_domain(self) -> list[NewEvent]:
-        out: list[NewEvent] = []
-        for e in self.events:
-            if isinstance(e, MessageEvent):
-                out.append(NewEvent(type="message", role=e.role, content=e.content))
-            elif isinstance(e, ToolCallEvent):
-                out.append(NewEvent(type="tool_call", role="assistant", call_id=e.call_id,
-                                    name=e.name, arguments=e.arguments))
-            else:
-                out.append(NewEvent(type="tool_result", role="tool", call_id=e.call_id,
-                                    content=e.content, is_error=e.is_error))
-        return out
+        return events_to_domain(self.events)
 
 
 class CompactRequest(TenantClaim):
@@ -467,6 +472,20 @@ class ContextRequest(TenantClaim):
         default=None, description="How far transcript search reaches; capped by the key.")
     workspace: WorkspaceIn | None = None
     agent_id: Id | None = Field(default=None, description="for canary cohorts of named agents")
+    append_events: list[Event] | None = Field(
+        default=None, min_length=1, max_length=500,
+        description="Events to append to session_id (shapes as POST /v1/sessions/{id}/events) "
+                    "before the turn is assembled; once per client turn_id, a retry appends "
+                    "nothing new. Requires session_id.")
+
+    @model_validator(mode="after")
+    def _append_needs_session(self) -> ContextRequest:
+        if self.append_events is not None and self.session_id is None:
+            raise ValueError("append_events needs a session_id")
+        return self
+
+    def appended_events(self) -> list[NewEvent]:
+        return events_to_domain(self.append_events or [])
 
     def to_domain(self, *, groups: tuple[str, ...]) -> TurnRequest:
         return TurnRequest(
@@ -531,10 +550,17 @@ class ManifestOut(BaseModel):
     timings_ms: dict[str, float]
 
 
+class AppendedOut(BaseModel):
+    seqs: list[int] = Field(description="the sequence numbers append_events got (a retried "
+                                        "turn_id answers the first attempt's)")
+
+
 class ContextResponse(BaseModel):
     turn_id: str
     envelope: EnvelopeOut
     manifest: ManifestOut
+    appended: AppendedOut | None = Field(
+        default=None, description="present when the request carried append_events")
 
 
 class ManifestList(BaseModel):

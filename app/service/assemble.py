@@ -4,6 +4,13 @@ Order of effects: the manifest (and the audit records of permission drops and re
 memories) is committed before the response exists; the exact response body is then kept in
 the replay cache so a retried client-chosen ``turn_id`` returns the same bytes instead of a
 second manifest (a server-made one cannot be retried: nothing is kept for it).
+
+Events the turn carries (``append``) enter the session before it is collected, after the
+scope and profile checks: durably, through the same owner check as the events endpoint, and
+once per client ``turn_id`` (``SessionService.append_for_turn``) -- a retry after a lost
+response, after an assembly that failed, or beside a first attempt still running appends
+nothing new. They stay appended when the assembly then fails (e.g. ``budget-too-small``):
+a retry of that turn_id assembles over them without appending them again.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +30,7 @@ from app.adapters.redis.replay import RedisReplayCache
 from app.adapters.summarizers.errors import SummarizerError
 from app.core.candidates import query_candidate, task_state_candidates
 from app.core.conflicts import find_conflicts
-from app.core.errors import Conflict, StaleRevision
+from app.core.errors import Conflict, InvalidRequest, StaleRevision
 from app.core.manifest import build_manifest, envelope_body
 from app.core.model import (
     Assembly,
@@ -49,6 +56,8 @@ from app.ports import (
     Embedder,
     KnowledgeStore,
     ManifestStore,
+    NewEvent,
+    SessionOwner,
     SharedReads,
     StoredManifest,
     TokenCounter,
@@ -92,6 +101,7 @@ class Assembler:
         memory_revalidate_days: int = 90,
         compactions: CompactionService | None = None,
     ) -> None:
+        self._sessions = sessions
         self._collector = Collector(
             sessions=sessions, tasks=tasks, bundles=bundles, knowledge=knowledge,
             embedder=embedder, count_tokens=count_tokens, config=config, knowledge_k=knowledge_k,
@@ -108,7 +118,10 @@ class Assembler:
         self._tracer = tracer
         self._profiles = profiles
 
-    async def turn(self, principal: Principal, req: TurnRequest, req_hash: str) -> bytes:
+    async def turn(self, principal: Principal, req: TurnRequest, req_hash: str,
+                   append: Sequence[NewEvent] = ()) -> bytes:
+        """The turn's response body; ``append`` (needs ``req.session_id``) goes into the
+        session first and the body says so (``appended.seqs``)."""
         scope = resolve_scope(principal, req)
         profile = resolve_profile(req.redaction_profile, self._profiles)  # unknown: 422
         cached = (await self._replay.get(scope.tenant_id, req.turn_id)
@@ -116,7 +129,9 @@ class Assembler:
         if cached is not None:
             return self._replayed(cached, req_hash)
         with stage_span(self._tracer, "ctxgate.turn") as span:
-            body, assembly = await self._assemble(principal, scope, req, req_hash, profile)
+            appended = await self._append(scope, req, req_hash, append) if append else None
+            body, assembly = await self._assemble(principal, scope, req, req_hash, profile,
+                                                  appended)
             if assembly is not None:
                 record_counts(span, candidates=assembly.candidates,
                               segments=len(assembly.envelope.segments),
@@ -124,8 +139,21 @@ class Assembler:
                               dropped=len(assembly.dropped) + len(assembly.permission_drops))
             return body
 
+    async def _append(self, scope: Scope, req: TurnRequest, req_hash: str,
+                      events: Sequence[NewEvent]) -> list[int]:
+        if scope.session_id is None:
+            raise InvalidRequest("append_events needs a session_id")
+        with stage_span(self._tracer, "ctxgate.append", events=len(events)):
+            return await self._sessions.append_for_turn(
+                tenant_id=scope.tenant_id, session_id=scope.session_id,
+                owner=SessionOwner(user_id=scope.user_id, agent_id=req.agent_id,
+                                   parent_session_id=None),
+                events=events, turn_id=req.turn_id if req.client_turn_id else None,
+                request_sha256=req_hash)
+
     async def _assemble(self, principal: Principal, scope: Scope, req: TurnRequest,
-                        req_hash: str, profile: RedactionProfile
+                        req_hash: str, profile: RedactionProfile,
+                        appended: list[int] | None = None
                         ) -> tuple[bytes, Assembly | None]:
         t0 = time.perf_counter()
         with stage_span(self._tracer, "ctxgate.collect"):
@@ -155,8 +183,11 @@ class Assembler:
             conflicts=find_conflicts(assembly.envelope.segments),
             compaction=compacted.record if compacted is not None else None)
         t1 = time.perf_counter()
-        body = orjson.dumps({"turn_id": req.turn_id, "envelope": envelope_body(assembly),
-                             "manifest": manifest})
+        out: dict[str, Any] = {"turn_id": req.turn_id, "envelope": envelope_body(assembly),
+                               "manifest": manifest}
+        if appended is not None:
+            out["appended"] = {"seqs": appended}
+        body = orjson.dumps(out)
         stored = StoredManifest(turn_id=req.turn_id, key_id=principal.key_id,
                                 request_sha256=req_hash, body=manifest)
         with stage_span(self._tracer, "ctxgate.persist", audit=len(assembly.permission_drops)):

@@ -39,15 +39,36 @@ class SessionService:
     async def append(
         self, *, tenant_id: str, session_id: str, owner: SessionOwner, events: Sequence[NewEvent]
     ) -> list[int]:
-        info, stored = await self._archive.append(
+        _, stored = await self._archive.append(
             tenant_id=tenant_id, session_id=session_id, owner=owner, events=events)
+        await self._cache(tenant_id, session_id, stored)
+        return [e.seq for e in stored]
+
+    async def append_for_turn(
+        self, *, tenant_id: str, session_id: str, owner: SessionOwner,
+        events: Sequence[NewEvent], turn_id: str | None, request_sha256: str
+    ) -> list[int]:
+        """The events a turn carries, appended before it is assembled. With the client's
+        ``turn_id`` at most once (``SessionArchive.append_once``: a retry gets the first
+        attempt's seqs and the tail is left alone); a server-made ``turn_id`` (None here)
+        is never retried, so it is a plain ``append``."""
+        if turn_id is None:
+            return await self.append(tenant_id=tenant_id, session_id=session_id, owner=owner,
+                                     events=events)
+        done = await self._archive.append_once(
+            tenant_id=tenant_id, session_id=session_id, owner=owner, events=events,
+            turn_id=turn_id, request_sha256=request_sha256)
+        if done.fresh:
+            await self._cache(tenant_id, session_id, done.stored)
+        return done.seqs
+
+    async def _cache(self, tenant_id: str, session_id: str,
+                     stored: Sequence[SessionEvent]) -> None:
         try:
             await self._tail.append(tenant_id=tenant_id, session_id=session_id,
                                     events=self._derived(stored))
         except Exception:  # Redis is a cache here: the archive already holds the events.
             log.warning("session tail append failed; it will be rebuilt", exc_info=True)
-        del info
-        return [e.seq for e in stored]
 
     async def _owned(self, tenant_id: str, session_id: str, user_id: str) -> SessionInfo:
         info = await self._archive.info(tenant_id=tenant_id, session_id=session_id)

@@ -5,6 +5,10 @@
   concurrent appends get disjoint, contiguous ranges), then one INSERT of all events.
   The first write fixes the owner; a write by another user raises ``NotFound`` (the same
   answer as a missing session: no existence oracle).
+- ``append_once`` is ``append`` plus a ``turn_appends`` row (PK tenant, turn_id) in the same
+  transaction: a turn found recorded appends nothing; two attempts racing past that check
+  meet on the primary key (``ON CONFLICT DO NOTHING`` waits for the other to commit), and the
+  loser rolls back its events and reads the winner's row.
 - ``tail(n)`` is the last ``n`` events in ascending order; ``events(after_seq, limit)`` pages.
 Every statement filters on ``tenant_id`` and runs in ``tenant_tx`` (RLS), twice bounded.
 """
@@ -15,11 +19,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.adapters.postgres.codec import dumps
-from app.adapters.postgres.db import Database, Row, Sql
+from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
-from app.core.errors import NotFound
+from app.core.errors import Conflict, NotFound
 from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
-from app.ports import NewEvent, SessionOwner
+from app.ports import NewEvent, SessionOwner, TurnAppend
 
 _SESSION_COLS = "tenant_id, session_id, user_id, agent_id, parent_session_id, last_seq"
 _EVENT_COLS = "seq, type, role, content, call_id, name, arguments, is_error, created_at"
@@ -102,7 +106,18 @@ WHERE e.tenant_id = :tenant_id AND e.session_id IN ({visible})
   AND e.tsv @@ q
 ORDER BY rank DESC, e.session_id, e.seq LIMIT :limit
 """ for v, visible in VISIBLE_SQL.items()}  # noqa: S608 - constant fragments, values are bound
+TURN_APPEND_SQL = """
+SELECT session_id, request_sha256, first_seq, n FROM turn_appends
+WHERE tenant_id = :tenant_id AND turn_id = :turn_id
+"""
+RECORD_TURN_SQL = """
+INSERT INTO turn_appends (tenant_id, turn_id, session_id, request_sha256, first_seq, n)
+VALUES (:tenant_id, :turn_id, :session_id, :request_sha256, :first_seq, :n)
+ON CONFLICT (tenant_id, turn_id) DO NOTHING
+RETURNING true
+"""
 _INFO, _ALLOCATE, _INSERT = Sql(INFO_SQL), Sql(ALLOCATE_SQL), Sql(INSERT_EVENTS_SQL)
+_TURN, _RECORD_TURN = Sql(TURN_APPEND_SQL), Sql(RECORD_TURN_SQL)
 _SEARCH = {v: Sql(q) for v, q in SEARCH_SQL.items()}
 _EVENTS, _TAIL = Sql(EVENTS_SQL), Sql(TAIL_SQL)
 
@@ -146,6 +161,45 @@ def _columns(events: Sequence[NewEvent], first_seq: int) -> dict[str, list[Any]]
     }
 
 
+async def _append(conn: Tx, tenant_id: str, session_id: str, owner: SessionOwner,
+                  events: Sequence[NewEvent]) -> tuple[SessionInfo, list[SessionEvent]]:
+    key = {"tenant_id": tenant_id, "session_id": session_id}
+    row = await conn.fetchrow(_ALLOCATE, {
+        **key,
+        "user_id": owner.user_id,
+        "agent_id": owner.agent_id,
+        "parent_session_id": owner.parent_session_id,
+        "n": len(events),
+    })
+    if row is None:
+        raise NotFound(f"session {session_id!r} not found")
+    info = _info(row)
+    first_seq = info.last_seq - len(events) + 1
+    if not events:
+        return info, []
+    result = await conn.fetch(_INSERT, {**key, **_columns(events, first_seq)})
+    created = {r.seq: r.created_at for r in result}
+    return info, [
+        SessionEvent(
+            seq=first_seq + i, type=e.type, role=e.role, content=e.content,
+            call_id=e.call_id, name=e.name, arguments=e.arguments,
+            is_error=e.is_error, created_at=created[first_seq + i],
+        )
+        for i, e in enumerate(events)
+    ]
+
+
+class _Raced(Exception):
+    """Another attempt of the same turn recorded its append first."""
+
+
+def _recorded(row: Row, turn_id: str, request_sha256: str) -> TurnAppend:
+    if row.request_sha256 != request_sha256:
+        raise Conflict(f"turn_id {turn_id!r} was already used by a different request")
+    return TurnAppend(seqs=list(range(row.first_seq, row.first_seq + row.n)), stored=[],
+                      fresh=False)
+
+
 class PgSessionArchive:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -159,32 +213,28 @@ class PgSessionArchive:
     async def append(
         self, *, tenant_id: str, session_id: str, owner: SessionOwner, events: Sequence[NewEvent]
     ) -> tuple[SessionInfo, list[SessionEvent]]:
-        key = {"tenant_id": tenant_id, "session_id": session_id}
         async with self._db.tenant_tx(tenant_id) as conn:
-            row = await conn.fetchrow(_ALLOCATE, {
-                **key,
-                "user_id": owner.user_id,
-                "agent_id": owner.agent_id,
-                "parent_session_id": owner.parent_session_id,
-                "n": len(events),
-            })
-            if row is None:
-                raise NotFound(f"session {session_id!r} not found")
-            info = _info(row)
-            first_seq = info.last_seq - len(events) + 1
-            stored: list[SessionEvent] = []
-            if events:
-                result = await conn.fetch(_INSERT, {**key, **_columns(events, first_seq)})
-                created = {r.seq: r.created_at for r in result}
-                stored = [
-                    SessionEvent(
-                        seq=first_seq + i, type=e.type, role=e.role, content=e.content,
-                        call_id=e.call_id, name=e.name, arguments=e.arguments,
-                        is_error=e.is_error, created_at=created[first_seq + i],
-                    )
-                    for i, e in enumerate(events)
-                ]
-        return info, stored
+            return await _append(conn, tenant_id, session_id, owner, events)
+
+    async def append_once(
+        self, *, tenant_id: str, session_id: str, owner: SessionOwner,
+        events: Sequence[NewEvent], turn_id: str, request_sha256: str
+    ) -> TurnAppend:
+        turn = {"tenant_id": tenant_id, "turn_id": turn_id}
+        try:
+            async with self._db.tenant_tx(tenant_id) as conn:
+                prior = await conn.fetchrow(_TURN, turn)
+                if prior is not None:
+                    return _recorded(prior, turn_id, request_sha256)
+                _, stored = await _append(conn, tenant_id, session_id, owner, events)
+                if stored and not await conn.fetchval(_RECORD_TURN, {
+                        **turn, "session_id": session_id, "request_sha256": request_sha256,
+                        "first_seq": stored[0].seq, "n": len(stored)}):
+                    raise _Raced  # rolls this transaction back, its events with it
+                return TurnAppend(seqs=[e.seq for e in stored], stored=stored, fresh=True)
+        except _Raced:
+            async with self._db.read_tx(tenant_id) as conn:
+                return _recorded(await conn.one(_TURN, turn), turn_id, request_sha256)
 
     async def events(
         self, *, tenant_id: str, session_id: str, after_seq: int, limit: int

@@ -24,5 +24,6 @@ async def assemble_context(body: ContextRequest, principal: RuntimeDep,
     req = body.to_domain(groups=groups)
     raw = body.model_dump(mode="json", exclude_none=True)
     raw["turn_id"] = req.turn_id
-    payload = await container.assembler.turn(principal, req, request_sha256(raw))
+    payload = await container.assembler.turn(principal, req, request_sha256(raw),
+                                             append=body.appended_events())
     return Response(payload, media_type="application/json")
