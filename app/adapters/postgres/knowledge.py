@@ -1,6 +1,8 @@
 """Knowledge documents and their searchable chunks (``KnowledgeStore``).
 
-Ingest (``upsert``), one transaction under a per-document advisory lock:
+Ingest (``upsert``; ``upsert_many`` writes a batch in one transaction, its documents'
+locks taken up front in one statement, in hash order, so two batches cannot deadlock), one
+transaction under a per-document advisory lock:
 - re-ingesting the same ``(doc_id, version)`` deletes and rewrites it (idempotent);
 - a version is current unless a higher version exists; making a version current marks every
   other version of the document and its chunks ``is_current = false`` in the same
@@ -26,6 +28,7 @@ than ``k`` rows the uncapped exact scan runs. Full-text search ranks a bounded p
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from app.adapters.postgres.codec import dumps, vector_literal
@@ -116,7 +119,14 @@ SELECT {_HIT}, b.score FROM best b JOIN knowledge_chunks c ON c.id = b.id
 ORDER BY b.score DESC, b.id
 """  # noqa: S608 - constant fragments, values are bound
 
-LOCK_DOC_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(:tenant_id || '/' || :doc_id, 0))"
+# Every document of a write, locked in the order of the lock keys: the subquery sorts the
+# distinct keys before the outer projection takes the locks.
+LOCK_DOCS_SQL = """
+SELECT count(pg_advisory_xact_lock(k)) FROM (
+    SELECT DISTINCT hashtextextended(:tenant_id || '/' || d, 0) AS k
+    FROM unnest(CAST(:doc_ids AS text[])) AS d ORDER BY k
+) AS keys
+"""
 DELETE_VERSION_SQL = """
 DELETE FROM knowledge_documents
 WHERE tenant_id = :tenant_id AND doc_id = :doc_id AND version = :version
@@ -153,7 +163,7 @@ FROM unnest(CAST(:chunk_nos AS integer[]), CAST(:texts AS text[]), CAST(:tokens 
 """
 _S = {name: Sql(sql) for name, sql in {
     "exact": SEARCH_EXACT_SQL, "ann": SEARCH_ANN_SQL,
-    "fts": SEARCH_TEXT_SQL, "lock": LOCK_DOC_SQL,
+    "fts": SEARCH_TEXT_SQL, "lock": LOCK_DOCS_SQL,
     "delete": DELETE_VERSION_SQL, "doc": INSERT_DOC_SQL, "old_docs": SUPERSEDE_DOCS_SQL,
     "old_chunks": SUPERSEDE_CHUNKS_SQL, "chunks": INSERT_CHUNKS_SQL,
 }.items()}
@@ -221,33 +231,43 @@ class PgKnowledgeStore:
         self._large: dict[tuple[Any, ...], float] = {}  # filter -> remembered until
 
     async def upsert(self, *, tenant_id: str, document: NewDocument) -> int:
+        return (await self.upsert_many(tenant_id=tenant_id, documents=[document]))[0]
+
+    async def upsert_many(self, *, tenant_id: str, documents: Sequence[NewDocument]
+                          ) -> list[int]:
+        """Each document as ``upsert`` would write it, in order, all in one transaction
+        (all or nothing); a document named twice ends as its last write."""
         self._large = {k: v for k, v in self._large.items() if k[0] != tenant_id}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            await conn.execute(_S["lock"], {"tenant_id": tenant_id,
+                                            "doc_ids": [d.doc_id for d in documents]})
+            return [await self._write(conn, tenant_id, d) for d in documents]
+
+    async def _write(self, conn: Tx, tenant_id: str, document: NewDocument) -> int:
         doc = _doc_params(tenant_id, document)
         key = {k: doc[k] for k in ("tenant_id", "doc_id", "version")}
-        async with self._db.tenant_tx(tenant_id) as conn:
-            await conn.execute(_S["lock"], {"tenant_id": tenant_id, "doc_id": document.doc_id})
-            await conn.execute(_S["delete"], key)
-            is_current = await conn.fetchval(_S["doc"], {
-                **doc, "title": document.title, "source": document.source,
+        await conn.execute(_S["delete"], key)
+        is_current = await conn.fetchval(_S["doc"], {
+            **doc, "title": document.title, "source": document.source,
+        })
+        if is_current:
+            await conn.execute(_S["old_docs"], key)
+            await conn.execute(_S["old_chunks"], key)
+        if document.chunks:
+            chunks = document.chunks
+            await conn.execute(_S["chunks"], {
+                **doc,
+                "is_current": is_current,
+                "tokenizer": self._tokenizer,
+                "findings": [None if c.findings is None
+                             else dumps(tagged_findings(c.findings, self._detectors))
+                             for c in chunks],
+                "chunk_nos": [c.chunk_no for c in chunks],
+                "texts": [c.text for c in chunks],
+                "tokens": [c.tokens for c in chunks],
+                "embeddings": [vector_literal(c.embedding) for c in chunks],
+                "search_texts": [fts.normalize(c.text) for c in chunks],
             })
-            if is_current:
-                await conn.execute(_S["old_docs"], key)
-                await conn.execute(_S["old_chunks"], key)
-            if document.chunks:
-                chunks = document.chunks
-                await conn.execute(_S["chunks"], {
-                    **doc,
-                    "is_current": is_current,
-                    "tokenizer": self._tokenizer,
-                    "findings": [None if c.findings is None
-                                 else dumps(tagged_findings(c.findings, self._detectors))
-                                 for c in chunks],
-                    "chunk_nos": [c.chunk_no for c in chunks],
-                    "texts": [c.text for c in chunks],
-                    "tokens": [c.tokens for c in chunks],
-                    "embeddings": [vector_literal(c.embedding) for c in chunks],
-                    "search_texts": [fts.normalize(c.text) for c in chunks],
-                })
         return len(document.chunks)
 
     async def search_vector(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
