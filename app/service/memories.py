@@ -2,7 +2,8 @@
 
 - ``write`` embeds the statement, then lets the store run the pure gate
   (``app.core.memory_gate.decide``) under its per-scope lock. Evidence-backed origins without
-  an explicit expiry get ``default_ttl_days``.
+  an explicit expiry get ``default_ttl_days``. ``write_many`` does the same for a batch with
+  one embedder call and one transaction; each write has its own decision.
 - Reads: another tenant's or another user's memory is the same ``NotFound`` as a missing one;
   a runtime key reads user memories only with the matching ``user_id``.
 - ``recall(scope, query, embedding)`` returns the pushed-down hits of both rankers;
@@ -21,9 +22,9 @@ import orjson
 from app.adapters.redis.pins import RedisPinSnapshots
 from app.core.errors import Conflict, ForbiddenScope, NotFound
 from app.core.guards.safety import Detector
-from app.core.memory_gate import GateDecision, MemoryWrite, decide
+from app.core.memory_gate import Existing, GateDecision, MemoryWrite, decide
 from app.core.model import DataLevel, MemoryHit, MemoryRecord, MemoryStatus, Principal, Role, Scope
-from app.ports import Embedder, MemoryFilter, MemoryProbe, MemoryQuery, MemoryStore
+from app.ports import Embedder, Gate, MemoryFilter, MemoryProbe, MemoryQuery, MemoryStore
 
 PIN_LIMIT = 10
 PIN_TOKENS = 500
@@ -45,20 +46,40 @@ class MemoryService:
 
     async def write(self, *, principal: Principal, write: MemoryWrite
                     ) -> tuple[GateDecision, MemoryRecord | None]:
+        return (await self.write_many(principal=principal, writes=[write]))[0]
+
+    async def write_many(self, *, principal: Principal, writes: Sequence[MemoryWrite]
+                         ) -> list[tuple[GateDecision, MemoryRecord | None]]:
+        """Each write's decision (and record), in order. The statements the gate could store
+        are embedded in one ``embed_passages`` call, then stored in one transaction, each
+        gated against the records before it (the batch's earlier writes included)."""
         now = datetime.now(UTC)
-        if write.expires_at is None and write.origin in EVIDENCE_TTL_ORIGINS:
-            write = _with_expiry(write, now + self._ttl)
-        # Embed only what the gate could store: a secret must not leave for an embedder API.
-        pre = decide(write, existing=(), secret_detectors=self._secret, pii_detectors=self._pii)
-        if pre.decision == "rejected" and pre.type != "memory.missing_evidence":
-            return pre, None
-        embedding = (await self._embedder.embed_passages([write.statement]))[0]
-        probe = MemoryProbe(write=write, memory_id=f"mem_{uuid.uuid4().hex[:16]}",
-                            embedding=embedding, actor=principal.key_id, now=now)
-        return await self._store.write(
-            tenant_id=principal.tenant_id, probe=probe,
-            gate=lambda existing: decide(write, existing=existing,
-                                         secret_detectors=self._secret, pii_detectors=self._pii))
+        out: list[tuple[GateDecision, MemoryRecord | None] | None] = []
+        kept: list[MemoryWrite] = []
+        for write in writes:
+            if write.expires_at is None and write.origin in EVIDENCE_TTL_ORIGINS:
+                write = _with_expiry(write, now + self._ttl)
+            # Embed only what the gate could store: a secret must not leave for an embedder.
+            pre = self._gate(write)(())
+            if pre.decision == "rejected" and pre.type != "memory.missing_evidence":
+                out.append((pre, None))
+            else:
+                out.append(None)
+                kept.append(write)
+        if not kept:
+            return [r for r in out if r is not None]
+        vectors = await self._embedder.embed_passages([w.statement for w in kept])
+        stored = iter(await self._store.write_many(tenant_id=principal.tenant_id, writes=[
+            (MemoryProbe(write=w, memory_id=f"mem_{uuid.uuid4().hex[:16]}", embedding=v,
+                         actor=principal.key_id, now=now), self._gate(w))
+            for w, v in zip(kept, vectors, strict=True)]))
+        return [r if r is not None else next(stored) for r in out]
+
+    def _gate(self, write: MemoryWrite) -> Gate:
+        def gate(existing: Sequence[Existing]) -> GateDecision:
+            return decide(write, existing=existing, secret_detectors=self._secret,
+                          pii_detectors=self._pii)
+        return gate
 
     async def get(self, *, principal: Principal, memory_id: str, user_id: str | None
                   ) -> tuple[MemoryRecord, list[dict[str, Any]]]:

@@ -1,7 +1,9 @@
 """Long-term memory records and their history (``MemoryStore``).
 
-Write (``write``), one transaction under a per-scope advisory lock (tenant, level, user,
-domain), so two concurrent writes of one scope cannot both miss each other's duplicate: read
+Write (``write``; ``write_many`` for a batch: one transaction, every scope it touches locked
+up front in one statement, in hash order, then each write in turn), one transaction under a
+per-scope advisory lock (tenant, level, user, domain), so two concurrent writes of one scope
+cannot both miss each other's duplicate: read
 the live records of the scope (same normalized statement first, then same key, then nearest by
 cosine), run the pure gate on them, apply its decision. Every change bumps ``version`` and adds
 a ``memory_history`` row (PK tenant, memory_id, version, action): ``created``, ``confirmed``,
@@ -16,6 +18,7 @@ the same normalized ``search_text`` as knowledge (``app.core.fts``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from app.adapters.postgres.codec import dumps
@@ -42,7 +45,12 @@ VISIBLE = """m.tenant_id = :tenant_id
     AND (m.expires_at IS NULL OR m.expires_at > :now)
     AND m.sensitivity <= :max_level"""
 MEMORY_SQL = {
-    "lock": "SELECT pg_advisory_xact_lock(hashtextextended(:lock, 0))",
+    # The subquery sorts the distinct keys before the outer projection takes the locks.
+    "lock": """
+SELECT count(pg_advisory_xact_lock(k)) FROM (
+    SELECT DISTINCT hashtextextended(l, 0) AS k FROM unnest(CAST(:locks AS text[])) AS l
+    ORDER BY k
+) AS keys""",
     "related": f"""
 SELECT {_COLS}, 1 - (m.embedding <=> CAST(:embedding AS vector)) AS similarity
 FROM memories m WHERE {SAME_SCOPE} AND m.status IN ('active', 'pending', 'hypothesis')
@@ -154,17 +162,25 @@ class PgMemoryStore:
 
     async def write(self, *, tenant_id: str, probe: MemoryProbe, gate: Gate
                     ) -> tuple[GateDecision, MemoryRecord | None]:
-        w = probe.write
-        scope = _scope_params(tenant_id, w)
-        lock = f"{tenant_id}/mem/{w.scope_level}/{w.user_id or ''}/{w.domain or ''}"
+        return (await self.write_many(tenant_id=tenant_id, writes=[(probe, gate)]))[0]
+
+    async def write_many(self, *, tenant_id: str, writes: Sequence[tuple[MemoryProbe, Gate]]
+                         ) -> list[tuple[GateDecision, MemoryRecord | None]]:
+        locks = [f"{tenant_id}/mem/{p.write.scope_level}/{p.write.user_id or ''}/"
+                 f"{p.write.domain or ''}" for p, _ in writes]
         async with self._db.tenant_tx(tenant_id) as conn:
-            await conn.execute(_S["lock"], {"lock": lock})
-            rows = await conn.fetch(_S["related"], {
-                **scope, "norm": norm_sha256(w.statement), "key": w.key, "limit": RELATED_LIMIT,
-                "embedding": list(probe.embedding) if probe.embedding is not None else None})
-            existing = [Existing(record=record(r), similarity=r.similarity) for r in rows]
-            decision = gate(existing)
-            return decision, await self._apply(conn, tenant_id, probe, decision)
+            await conn.execute(_S["lock"], {"locks": locks})
+            return [await self._write(conn, tenant_id, p, gate) for p, gate in writes]
+
+    async def _write(self, conn: Tx, tenant_id: str, probe: MemoryProbe, gate: Gate
+                     ) -> tuple[GateDecision, MemoryRecord | None]:
+        w = probe.write
+        rows = await conn.fetch(_S["related"], {
+            **_scope_params(tenant_id, w), "norm": norm_sha256(w.statement), "key": w.key,
+            "limit": RELATED_LIMIT,
+            "embedding": list(probe.embedding) if probe.embedding is not None else None})
+        decision = gate([Existing(record=record(r), similarity=r.similarity) for r in rows])
+        return decision, await self._apply(conn, tenant_id, probe, decision)
 
     async def _apply(self, conn: Tx, tenant_id: str, probe: MemoryProbe,
                      d: GateDecision) -> MemoryRecord | None:
