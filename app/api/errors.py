@@ -8,6 +8,7 @@ rejected body cannot leak into logs or responses.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ from starlette.responses import Response
 
 from app.adapters.embedders.errors import EmbedderError
 from app.adapters.postgres.db import StoreBusy
+from app.api.schemas import SHAPE_TAGS
 from app.core.errors import (
     BudgetTooSmall,
     Conflict,
@@ -63,8 +65,17 @@ def problem(status: int, type_: str, title: str, detail: str,
 
 
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
-    return [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")),
+    return [{"loc": _field_path(e.get("loc", ())), "msg": str(e.get("msg", "")),
              "type": str(e.get("type", ""))} for e in exc.errors()]
+
+
+def _field_path(loc: Sequence[Any]) -> list[Any]:
+    """``loc`` without the shape tag of a body that may be one object or a batch
+    (``SHAPE_TAGS``): it names no field. ["body", "statement"], ["body", "items", 3, ...]."""
+    path = list(loc)
+    if len(path) > 1 and path[0] == "body" and path[1] in SHAPE_TAGS:
+        del path[1]
+    return path
 
 
 async def _domain(_: Request, exc: Exception) -> Response:

@@ -10,7 +10,15 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
 
 from app.core.memory_gate import MemoryWrite
 from app.core.model import (
@@ -339,6 +347,36 @@ class DocumentIngested(BaseModel):
     doc_id: str
     version: int
     chunks: int
+
+
+# --- batch writes -------------------------------------------------------------------------
+# POST /v1/memories and /v1/knowledge/documents take one object, or {"items": [...]} of
+# 1..BATCH_MAX of them (answered {"items": [...]} in order). The shape is told by the
+# "items" key; its tag names no field and errors drop it from ``loc`` (app.api.errors), so a
+# single object's errors read as before and a bad item's name its place: loc ["body",
+# "items", i, ...].
+BATCH_MAX = 100
+SHAPE_TAGS = ("single", "batch")
+
+
+def _shape(value: Any) -> str:
+    single, batch = SHAPE_TAGS
+    if isinstance(value, dict):
+        return batch if "items" in value else single
+    return batch if isinstance(value, DocumentBatchIn | MemoryBatchIn) else single
+
+
+class DocumentBatchIn(Wire):
+    items: list[DocumentIn] = Field(min_length=1, max_length=BATCH_MAX)
+
+
+class DocumentBatchOut(BaseModel):
+    items: list[DocumentIngested]
+
+
+DocumentWriteIn = Annotated[
+    Annotated[DocumentIn, Tag("single")] | Annotated[DocumentBatchIn, Tag("batch")],
+    Discriminator(_shape)]
 
 
 # --- context ------------------------------------------------------------------------------
@@ -670,6 +708,19 @@ class MemoryDecisionOut(BaseModel):
 
 class MemoryDetail(MemoryOut):
     history: list[dict[str, Any]]
+
+
+class MemoryBatchIn(Wire):
+    items: list[MemoryIn] = Field(min_length=1, max_length=BATCH_MAX)
+
+
+class MemoryBatchOut(BaseModel):
+    items: list[MemoryDecisionOut]
+
+
+MemoryWriteIn = Annotated[
+    Annotated[MemoryIn, Tag("single")] | Annotated[MemoryBatchIn, Tag("batch")],
+    Discriminator(_shape)]
 
 
 class MemoryList(BaseModel):

@@ -1,7 +1,9 @@
 """Long-term memory: the write gate, reads with history, admin review, delete.
 
 A gate rejection is a normal answer (200, ``decision: "rejected"``): the write was understood
-and refused by policy, not malformed. 201 means a row was created; 200 otherwise.
+and refused by policy, not malformed. 201 means a row was created; 200 otherwise. A batch
+(``{"items": [...]}``, ``app.api.batch``) answers ``{"items": [...]}`` in order, each with its
+own decision; 201 when any item created a row.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
 
+from app.api.batch import check_each
 from app.api.deps import (
     AdminDep,
     AssertionDep,
@@ -23,11 +26,14 @@ from app.api.deps import (
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     ID_PATTERN,
+    MemoryBatchIn,
+    MemoryBatchOut,
     MemoryDecisionOut,
     MemoryDetail,
     MemoryIn,
     MemoryList,
     MemoryOut,
+    MemoryWriteIn,
     Problem,
 )
 from app.core.errors import ForbiddenScope
@@ -43,21 +49,34 @@ ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
 CREATED = frozenset({"accepted", "superseded", "pending", "hypothesis"})
 
 
-@router.post("/v1/memories", response_model=MemoryDecisionOut, status_code=200,
-             responses={201: {"model": MemoryDecisionOut}, **ERRORS})  # type: ignore[dict-item]
-async def write_memory(body: MemoryIn, principal: RuntimeDep, container: ContainerDep,
+@router.post("/v1/memories", response_model=MemoryDecisionOut | MemoryBatchOut,
+             status_code=200,
+             responses={201: {"model": MemoryDecisionOut | MemoryBatchOut},
+                        **ERRORS})  # type: ignore[dict-item]
+async def write_memory(body: MemoryWriteIn, principal: RuntimeDep, container: ContainerDep,
                        response: Response, assertion: AssertionDep = None
-                       ) -> MemoryDecisionOut:
-    check_tenant_claim(principal, body.tenant_id)
-    if body.scope.user_id is not None:
-        bind_user(principal, assertion, user_id=body.scope.user_id)
-    decision, record = await container.memories.write(
-        principal=principal, write=body.to_domain(datetime.now(UTC)))
-    if decision.decision in CREATED:
+                       ) -> MemoryDecisionOut | MemoryBatchOut:
+    """Propose one memory, or a batch of up to 100 (``{"items": [...]}``: one embedder
+    call, one transaction; any item that fails validation or the key's checks fails the
+    batch and nothing is written)."""
+    items, batch = (body.items, True) if isinstance(body, MemoryBatchIn) else ([body], False)
+
+    def check(item: MemoryIn) -> None:
+        check_tenant_claim(principal, item.tenant_id)
+        if item.scope.user_id is not None:
+            bind_user(principal, assertion, user_id=item.scope.user_id)
+
+    check_each(items, check, batch=batch)
+    now = datetime.now(UTC)
+    done = await container.memories.write_many(
+        principal=principal, writes=[item.to_domain(now) for item in items])
+    if any(decision.decision in CREATED for decision, _ in done):
         response.status_code = 201
-    return MemoryDecisionOut(decision=decision.decision, type=decision.type,
+    out = [MemoryDecisionOut(decision=decision.decision, type=decision.type,
                              reason=decision.reason,
                              memory=MemoryOut.of(record) if record is not None else None)
+           for decision, record in done]
+    return MemoryBatchOut(items=out) if batch else out[0]
 
 
 @router.get("/v1/memories", response_model=MemoryList, responses=ERRORS)  # type: ignore[arg-type]
