@@ -33,7 +33,7 @@ import orjson
 from app.core.model import DataLevel
 from app.embedded import EmbeddedStores, free_port
 from app.service.keys import hash_key
-from bench import ingest
+from bench import api_ingest, ingest
 from bench.floor import FloorTurn, measure_floor, measure_recall, percentiles
 from bench.generate import SCALES, Dataset, generate, query_embedding, query_text
 from bench.load import Result, Spec, run_scenario
@@ -317,6 +317,30 @@ def _load_phase(cfg: Config, ds: Dataset, keys: dict[str, str], owner_url: str,
     return out, server, manifest
 
 
+def run_api_ingest(cfg: Config, *, single_items: int, batch_items: int) -> dict[str, Any]:
+    """``--api-ingest``: items/s of memories and documents through the HTTP API, one per
+    request against batches (``bench.api_ingest``), on fresh stores and a started server."""
+    t_start = time.perf_counter()
+    rep: dict[str, Any] = {
+        "config": {"single_items": single_items, "batch_items": batch_items,
+                   "batch": api_ingest.BATCH, "seed": cfg.seed, "server_workers": cfg.workers,
+                   "embeddings": "server (e5); the API takes none from the client for "
+                                 "memories or documents"},
+        "machine": _machine()}
+    with _stores(cfg) as (owner_url, redis_url):
+        rep["stores"] = _store_versions(owner_url, redis_url)
+        redis_prefix = f"ctxgate-{cfg.prefix}"
+        with _server(owner_url, redis_url, redis_prefix, cfg.workers) as (base, _):
+            rep["scenarios"] = api_ingest.measure(
+                base, owner_url, prefix=cfg.prefix, seed=cfg.seed, single_items=single_items,
+                batch_items=batch_items, log=lambda m: _log(cfg, m))
+    rep["total_s"] = round(time.perf_counter() - t_start, 1)
+    if cfg.out is not None:
+        cfg.out.parent.mkdir(parents=True, exist_ok=True)
+        cfg.out.write_bytes(orjson.dumps(rep, option=orjson.OPT_INDENT_2) + b"\n")
+    return rep
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ctxgate bench", description="A reproducible benchmark of POST /v1/context on a "
@@ -324,15 +348,32 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", choices=sorted(SCALES), default="small",
                    help="corpus and load size (default: %(default)s; smoke takes a minute)")
     p.add_argument("--seed", type=int, default=42, help="data generator seed (default: 42)")
-    p.add_argument("--out", type=Path, default=Path("docs/benchmarks.json"),
-                   help="where the JSON report goes (default: %(default)s)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="where the JSON report goes (default: docs/benchmarks.json; with "
+                        "--api-ingest docs/benchmarks-api-ingest.json)")
     p.add_argument("--duration", type=float, default=None, help="seconds per scenario")
     p.add_argument("--workers", type=int, default=2, help="server worker processes")
+    p.add_argument("--api-ingest", action="store_true",
+                   help="measure only memory and document ingest through the HTTP API, one "
+                        "item per request against batches of 100 (items/s)")
+    p.add_argument("--items", type=int, nargs=2, default=(300, 2000),
+                   metavar=("SINGLE", "BATCHED"),
+                   help="with --api-ingest: items per single-form and per batch scenario "
+                        "(default: 300 2000)")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    if args.api_ingest:
+        out = args.out or Path("docs/benchmarks-api-ingest.json")
+        ing = run_api_ingest(Config(seed=args.seed, out=out, workers=args.workers),
+                             single_items=args.items[0], batch_items=args.items[1])
+        for name, r in ing["scenarios"].items():
+            print(f"{name:>34}  {r if not isinstance(r, dict) else r['items_per_s']}")
+        print(f"report: {out}")
+        return
+    args.out = args.out or Path("docs/benchmarks.json")
     rep = run_bench(Config(scale=args.scale, seed=args.seed, out=args.out,
                            duration_s=args.duration, workers=args.workers))
     for t in rep["targets"]:

@@ -1,0 +1,142 @@
+"""``ctxgate bench --api-ingest``: items/s of memories and documents written through the API.
+
+What an agent runtime importing history sees: ``POST /v1/memories`` and ``POST
+/v1/knowledge/documents`` against a running server (``bench.run._server``, its workers, the
+e5 embedder warmed by its lifespan), one item per request (closed loop at c = 1 and c = 8)
+against ``{"items": [...]}`` batches of ``BATCH`` (c = 1 and c = 2). Every scenario writes
+into a tenant of its own, so none sees another's rows. Embeddings are the server's: the API
+takes no client-supplied embedding for a memory or a document (only ``query_embedding`` for
+a turn), so there is no client-embedded variant to measure.
+
+Items are generated deterministically from the seed: a memory is a user's preference of
+8-16 runbook words (``bench.generate.runbook_text``), a document ~120 of them (one chunk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from app.core.model import DataLevel, Role
+from bench.generate import runbook_text
+
+BATCH = 100
+USERS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    path: str  # /v1/memories or /v1/knowledge/documents
+    batch: int  # 1: the single form
+    concurrency: int
+    items: int
+
+
+def scenarios(single_items: int, batch_items: int) -> list[Scenario]:
+    out: list[Scenario] = []
+    for kind, path in (("memories", "/v1/memories"), ("documents", "/v1/knowledge/documents")):
+        out += [Scenario(f"{kind}_single_c1", path, 1, 1, single_items),
+                Scenario(f"{kind}_single_c8", path, 1, 8, single_items),
+                Scenario(f"{kind}_batch{BATCH}_c1", path, BATCH, 1, batch_items),
+                Scenario(f"{kind}_batch{BATCH}_c2", path, BATCH, 2, batch_items)]
+    return out
+
+
+def memory_item(rng: random.Random, i: int) -> dict[str, Any]:
+    user = f"u{i % USERS}"
+    return {"statement": f"{user} prefers {runbook_text(rng, rng.randint(8, 16))} ({i})",
+            "scope": {"level": "user", "user_id": user}, "origin": "user_stated",
+            "source_session": "s-import", "owner": user}
+
+
+def document_item(rng: random.Random, i: int) -> dict[str, Any]:
+    return {"doc_id": f"runbook-{i:06d}", "version": 1, "title": f"Runbook {i}",
+            "text": runbook_text(rng, 120), "domain": None, "sensitivity": "internal",
+            "trust": "reviewed", "acl": None}
+
+
+def bodies(s: Scenario, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(f"{seed}/{s.name}")
+    make = memory_item if s.path == "/v1/memories" else document_item
+    items = [make(rng, i) for i in range(s.items)]
+    if s.batch == 1:
+        return items
+    return [{"items": items[i:i + s.batch]} for i in range(0, len(items), s.batch)]
+
+
+async def _drive(base_url: str, key: str, s: Scenario, seed: int) -> dict[str, Any]:
+    queue = list(reversed(bodies(s, seed)))
+    statuses: Counter[int] = Counter()
+    outcomes: Counter[str] = Counter()
+    latencies: list[float] = []
+    headers = {"Authorization": f"Bearer {key}"}
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        while queue:
+            body = queue.pop()
+            t0 = time.perf_counter()
+            r = await client.post(s.path, json=body, headers=headers)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            statuses[r.status_code] += 1
+            if r.status_code < 300:
+                doc = r.json()
+                for item in doc.get("items", [doc]):
+                    outcomes[str(item.get("decision", "ingested"))] += 1
+
+    limits = httpx.Limits(max_connections=s.concurrency)
+    async with httpx.AsyncClient(base_url=base_url, timeout=300.0, limits=limits) as client:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(s.concurrency)))
+        wall = time.perf_counter() - t0
+    latencies.sort()
+    return {"items": s.items, "batch": s.batch, "concurrency": s.concurrency,
+            "requests": len(latencies), "wall_s": round(wall, 2),
+            "items_per_s": round(outcomes.total() / wall, 1) if wall else None,
+            "request_p50_ms": round(latencies[len(latencies) // 2], 1) if latencies else None,
+            "statuses": {str(k): v for k, v in sorted(statuses.items())},
+            "outcomes": dict(sorted(outcomes.items()))}
+
+
+async def _keys(owner_url: str, tenants: list[str]) -> dict[str, str]:
+    from app.adapters.postgres.db import Database
+    from app.adapters.postgres.keys import PgKeyStore
+    from app.ports import NewKey
+    from app.service.keys import KeyService
+
+    db = await Database.open(owner_url, role="ctxgate_app", password=None, pool_size=1)
+    try:
+        svc = KeyService(PgKeyStore(db))
+        return {t: (await svc.create(NewKey(
+            tenant_id=t, role=Role.RUNTIME, max_data_level=DataLevel.CONFIDENTIAL,
+            domains=None, name="bench-api-ingest")))[1] for t in tenants}
+    finally:
+        await db.close()
+
+
+def measure(base_url: str, owner_url: str, *, prefix: str, seed: int, single_items: int,
+            batch_items: int, log: Any = None) -> dict[str, Any]:
+    """Run every scenario against the server at ``base_url``; one tenant each."""
+    plan = scenarios(single_items, batch_items)
+    keys = asyncio.run(_keys(owner_url, [f"{prefix}-ing-warm",
+                                         *(f"{prefix}-ing-{i}" for i in range(len(plan)))]))
+    warm = Scenario("warm_up", "/v1/memories", 1, 2, 4)
+    asyncio.run(_drive(base_url, keys[f"{prefix}-ing-warm"], warm, seed))
+    warm_docs = Scenario("warm_up_docs", "/v1/knowledge/documents", 1, 2, 4)
+    asyncio.run(_drive(base_url, keys[f"{prefix}-ing-warm"], warm_docs, seed))
+    out: dict[str, Any] = {}
+    for i, s in enumerate(plan):
+        out[s.name] = asyncio.run(_drive(base_url, keys[f"{prefix}-ing-{i}"], s, seed))
+        if log is not None:
+            log(f"{s.name}: {out[s.name]['items_per_s']} items/s {out[s.name]['statuses']}")
+    for kind in ("memories", "documents"):
+        single = out[f"{kind}_single_c1"]["items_per_s"]
+        batch = out[f"{kind}_batch{BATCH}_c1"]["items_per_s"]
+        out[f"{kind}_batch_vs_single_c1"] = round(batch / single, 1) if single else None
+    return out

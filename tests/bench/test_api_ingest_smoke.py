@@ -1,0 +1,27 @@
+"""``ctxgate bench --api-ingest`` on tiny counts, on the test stores: every scenario writes
+its items through the running server and reports a rate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.api_ingest import BATCH
+from bench.run import Config, run_api_ingest
+
+
+def test_api_ingest_smoke(pg_owner_url: str, redis_url: str, uid: str, tmp_path: Path) -> None:
+    out = tmp_path / "ingest.json"
+    rep = run_api_ingest(Config(seed=7, out=out, owner_url=pg_owner_url, redis_url=redis_url,
+                                prefix=f"b{uid}", progress=False, workers=1),
+                         single_items=3, batch_items=BATCH + 5)
+    assert json.loads(out.read_text())["config"]["batch"] == BATCH
+    sc = rep["scenarios"]
+    for kind, created in (("memories", "accepted"), ("documents", "ingested")):
+        for mode in ("single_c1", "single_c8", f"batch{BATCH}_c1", f"batch{BATCH}_c2"):
+            r = sc[f"{kind}_{mode}"]
+            assert r["items_per_s"] > 0, (kind, mode, r)
+            assert set(r["statuses"]) <= {"200", "201"}, r
+            assert r["outcomes"].get(created, 0) == r["items"], r
+        assert sc[f"{kind}_batch{BATCH}_c1"]["requests"] == 2
+        assert sc[f"{kind}_batch_vs_single_c1"] is not None
