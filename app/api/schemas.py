@@ -28,6 +28,7 @@ from app.core.model import (
     Constraint,
     DataLevel,
     MemoryRecord,
+    Rendering,
     TaskCheckpoint,
     ToolEffect,
     Trust,
@@ -510,6 +511,10 @@ class ContextRequest(TenantClaim):
         default=None, description="How far transcript search reaches; capped by the key.")
     workspace: WorkspaceIn | None = None
     agent_id: Id | None = Field(default=None, description="for canary cohorts of named agents")
+    render: Literal["openai", "anthropic"] = Field(
+        default="openai",
+        description="The model API the envelope's system and messages are shaped for: openai "
+                    "(Chat Completions messages) or anthropic (Messages API system + messages).")
     append_events: list[Event] | None = Field(
         default=None, min_length=1, max_length=500,
         description="Events to append to session_id (shapes as POST /v1/sessions/{id}/events) "
@@ -539,7 +544,7 @@ class ContextRequest(TenantClaim):
                           reserve_output=self.budget.reserve_output),
             redaction_profile=self.redaction_profile,
             workspace=self.workspace.to_domain() if self.workspace else None,
-            agent_id=self.agent_id)
+            agent_id=self.agent_id, render=Rendering(self.render))
 
 
 class SegmentOut(BaseModel):
@@ -553,9 +558,24 @@ class SegmentOut(BaseModel):
     trust: str
 
 
+class CacheBreakpointOut(BaseModel):
+    location: Literal["system", "messages"]
+    index: int = Field(description="the last system block or message of the stable prefix")
+
+
 class EnvelopeOut(BaseModel):
     segments: list[SegmentOut]
-    messages: list[dict[str, Any]]
+    render: Literal["openai", "anthropic"] = Field(
+        description="the model API system and messages are shaped for (the request's render)")
+    system: list[dict[str, Any]] | None = Field(
+        description="anthropic: the top-level system text blocks, the last stable one with "
+                    "cache_control (empty: leave system out); openai: null, the system text is "
+                    "the first message")
+    messages: list[dict[str, Any]] = Field(
+        description="openai: chat messages (one leading system message, no other); anthropic: "
+                    "alternating user/assistant messages of content blocks, starting with user")
+    cache_breakpoint: CacheBreakpointOut | None = Field(
+        description="where the stable, cacheable prefix ends; null without a stable section")
     total_tokens: int
     stable_prefix_sha256: str
 
@@ -585,6 +605,9 @@ class ManifestOut(BaseModel):
                                   "reused=true when an earlier run's view was served again), "
                                   "or null when the history fit uncompacted")
     stable_prefix_sha256: str
+    render: Literal["openai", "anthropic"] = Field(
+        default="openai", description="the rendering of the turn's envelope (manifests "
+                                      "written before it was recorded: openai)")
     timings_ms: dict[str, float]
 
 

@@ -12,7 +12,8 @@ Contract: ``compile_envelope(candidates, count_tokens=...)`` returns the ``Envel
   stable segments in their canonical (ref) order: the same stable inputs give the same hash
   whatever order they arrived in and whatever the session or dynamic content is, which is what
   lets a provider's prompt cache hit.
-* ``messages`` — see ``app.core.render``.
+* ``system``, ``messages``, ``cache_breakpoint`` — the segments rendered for ``render`` (the
+  request's model API), see ``app.core.render``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 
-from app.core.model import SECTION_ORDER, Candidate, Envelope, Kind, Section, Segment
-from app.core.render import render_messages
+from app.core.model import (
+    SECTION_ORDER,
+    Candidate,
+    Envelope,
+    Kind,
+    Rendering,
+    Section,
+    Segment,
+)
+from app.core.render import render
 
 _Key = tuple[int, int, float, int, str]
 
@@ -56,7 +65,8 @@ def stable_prefix_sha256(segments: Sequence[Segment]) -> str:
 
 
 def compile_envelope(
-    candidates: Iterable[Candidate], *, count_tokens: Callable[[str], int]
+    candidates: Iterable[Candidate], *, count_tokens: Callable[[str], int],
+    rendering: Rendering = Rendering.OPENAI,
 ) -> Envelope:
     ordered = sorted(candidates, key=order_key)
     segments = tuple(
@@ -64,9 +74,13 @@ def compile_envelope(
                 tokens=count_tokens(c.content), content_sha256=sha256_hex(c.content))
         for i, c in enumerate(ordered, start=1)
     )
+    rendered = render(segments, rendering)
     return Envelope(
         segments=segments,
-        messages=tuple(render_messages(segments)),
+        messages=rendered.messages,
         total_tokens=sum(s.tokens for s in segments),
         stable_prefix_sha256=stable_prefix_sha256(segments),
+        render=rendering,
+        system=rendered.system,
+        cache_breakpoint=rendered.cache_breakpoint,
     )

@@ -1,6 +1,7 @@
 """Build the Context Manifest of one turn from what the pipeline decided.
 
-Contract: the manifest holds references and hashes, never content; permission drops appear
+Contract: the manifest holds references and hashes, never content; ``render`` names the
+model API the envelope was rendered for; permission drops appear
 only as a count (their refs go to the audit log, never here); the shape is CONTRACT.md's.
 Pure: ``created_at`` and ``timings_ms`` are passed in.
 """
@@ -108,6 +109,7 @@ def build_manifest(
         },
         "compaction": compaction,
         "stable_prefix_sha256": envelope.stable_prefix_sha256,
+        "render": envelope.render.value,
         "timings_ms": {k: round(v, 3) for k, v in timings_ms.items()},
     }
 
@@ -128,7 +130,12 @@ def envelope_body(assembly: Assembly) -> dict[str, Any]:
             }
             for s in env.segments
         ],
+        "render": env.render.value,
+        "system": list(env.system) if env.system is not None else None,
         "messages": list(env.messages),
+        "cache_breakpoint": ({"location": env.cache_breakpoint.location,
+                              "index": env.cache_breakpoint.index}
+                             if env.cache_breakpoint is not None else None),
         "total_tokens": env.total_tokens,
         "stable_prefix_sha256": env.stable_prefix_sha256,
     }

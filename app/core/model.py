@@ -83,6 +83,13 @@ class Section(StrEnum):
 SECTION_ORDER: tuple[Section, ...] = (Section.STABLE, Section.SESSION, Section.DYNAMIC)
 
 
+class Rendering(StrEnum):
+    """Which model API the envelope's ``system``/``messages`` are shaped for."""
+
+    OPENAI = "openai"  # Chat Completions messages
+    ANTHROPIC = "anthropic"  # Messages API: top-level system blocks, alternating turns
+
+
 class Kind(StrEnum):
     INSTRUCTION = "instruction"
     MEMORY = "memory"
@@ -175,6 +182,7 @@ class TurnRequest:
     session_visibility: Visibility | None = None  # None: the key's cap, at most TREE
     workspace: Workspace | None = None
     agent_id: str | None = None
+    render: Rendering = Rendering.OPENAI
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -471,11 +479,27 @@ class KnowledgeHit:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CacheBreakpoint:
+    """Where the stable, cacheable prefix of a rendering ends: the last item of it is
+    ``system[index]`` or ``messages[index]``."""
+
+    location: Literal["system", "messages"]
+    index: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Envelope:
+    """The compiled turn. ``system`` is the top-level system blocks (Anthropic; None for
+    OpenAI, whose system text is the first message); ``cache_breakpoint`` is None when the
+    envelope has no stable prefix."""
+
     segments: tuple[Segment, ...]
     messages: tuple[dict[str, Any], ...]
     total_tokens: int
     stable_prefix_sha256: str
+    render: Rendering = Rendering.OPENAI
+    system: tuple[dict[str, Any], ...] | None = None
+    cache_breakpoint: CacheBreakpoint | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

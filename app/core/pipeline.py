@@ -25,6 +25,8 @@ Order (``STAGE_ORDER``, pinned by a test) — "Guard before Memory":
 The safety guard applies ``profile`` (the turn's redaction profile, resolved by the service)
 or, without one, ``config.profile`` (built-in ``default`` unless the root says otherwise).
 
+The envelope is rendered for ``rendering`` (the request's model API; OpenAI chat by default).
+
 Timings use the injected ``clock`` (seconds, e.g. ``time.perf_counter``); without one they are 0.
 """
 
@@ -50,6 +52,7 @@ from app.core.model import (
     Drop,
     Envelope,
     Layer,
+    Rendering,
     Scope,
     Section,
     TaskCheckpoint,
@@ -105,6 +108,7 @@ class _Run:
     shares: Mapping[Section, float]
     count_tokens: CountTokens
     timer: _Timer
+    rendering: Rendering
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,7 +134,8 @@ def _attempt(run: _Run, pinned: frozenset[str]) -> _Outcome:
     with run.timer.stage("budget"):
         kept, drops = allocate(candidates, budget=run.budget, shares=run.shares)
     with run.timer.stage("compile"):
-        envelope = compile_envelope(kept, count_tokens=run.count_tokens)
+        envelope = compile_envelope(kept, count_tokens=run.count_tokens,
+                                    rendering=run.rendering)
     with run.timer.stage("validate"):
         result = validate(envelope, checkpoint=run.checkpoint)
     return _Outcome(envelope=envelope, drops=drops, result=result)
@@ -188,6 +193,7 @@ def assemble(
     config: PipelineConfig,
     clock: Callable[[], float] | None = None,
     profile: RedactionProfile | None = None,
+    rendering: Rendering = Rendering.OPENAI,
 ) -> tuple[Assembly, dict[str, float]]:
     timer = _Timer(clock)
     unique, permission, dropped = _guards(
@@ -198,7 +204,8 @@ def assemble(
         compact = reference_long(unique, threshold_tokens=config.threshold_tokens,
                                  excerpt_tokens=config.excerpt_tokens, count_tokens=count_tokens)
     run = _Run(originals={c.ref: c for c in unique}, compact=compact, checkpoint=checkpoint,
-               budget=budget, shares=config.shares, count_tokens=count_tokens, timer=timer)
+               budget=budget, shares=config.shares, count_tokens=count_tokens, timer=timer,
+               rendering=rendering)
     out, attempts = _fit(run, config.max_attempts)
     validation = Validation(ok=out.result.ok, attempts=attempts, checks=out.result.checks)
     assembly = Assembly(envelope=out.envelope, dropped=(*dropped, *out.drops),

@@ -172,7 +172,7 @@ class Assembler:
             assembly, timings = assemble(
                 scope=scope, candidates=candidates, checkpoint=checkpoint,
                 budget=req.budget, now=now, count_tokens=self._count, config=self._config,
-                clock=time.perf_counter, profile=profile)
+                clock=time.perf_counter, profile=profile, rendering=req.render)
             record_counts(span, **{f"stage_us.{k}": int(v * 1000) for k, v in timings.items()})
         timings = {"collect": collect_ms, "compaction": compaction_ms, **timings}
         manifest = build_manifest(

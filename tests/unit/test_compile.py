@@ -4,7 +4,15 @@ import hashlib
 import json
 
 from app.core.compile import compile_envelope
-from app.core.model import Candidate, Kind, Layer, Section, Trust
+from app.core.model import (
+    CacheBreakpoint,
+    Candidate,
+    Kind,
+    Layer,
+    Rendering,
+    Section,
+    Trust,
+)
 from tests.unit.builders import cand, count
 
 
@@ -87,6 +95,22 @@ def test_empty_envelope() -> None:
 def test_messages_follow_section_order() -> None:
     env = compile_envelope(mixed(), count_tokens=count)
     roles = [m["role"] for m in env.messages]
-    assert roles == ["system", "user", "user", "system", "system", "user"]
+    # stable, the session's two messages, then the final user turn: task state, reviewed
+    # references, the query (no system message after the first)
+    assert roles == ["system", "user", "user", "user", "user", "user"]
     assert env.messages[0]["content"] == "instruction z\n\nmemory a\n\nmemory b"
     assert env.messages[-1] == {"role": "user", "content": "why timeout?"}
+    assert env.render is Rendering.OPENAI
+    assert env.system is None
+    assert env.cache_breakpoint == CacheBreakpoint(location="messages", index=0)
+
+
+def test_anthropic_rendering_is_chosen_by_the_request() -> None:
+    env = compile_envelope(mixed(), count_tokens=count, rendering=Rendering.ANTHROPIC)
+    assert env.render is Rendering.ANTHROPIC
+    assert env.system is not None
+    assert [b["text"] for b in env.system] == [
+        "instruction z", "memory a", "memory b", "core", "detail"]
+    assert env.cache_breakpoint == CacheBreakpoint(location="system", index=2)
+    assert [m["role"] for m in env.messages] == ["user"]
+    assert env.messages[0]["content"][-1] == {"type": "text", "text": "why timeout?"}

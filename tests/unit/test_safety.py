@@ -7,7 +7,7 @@ from app.core.detectors import ALL_DETECTORS
 from app.core.guards.safety import Finding, FindingAction, safety_guard
 from app.core.model import DataLevel, DropLayer, Kind, Scanned, Section, Trust
 from app.core.redaction import BUILTIN_PROFILES, RedactionProfile
-from app.core.render import render_messages
+from app.core.render import render
 from tests.unit.builders import cand, count, scope, segment
 
 MASK_ALL = RedactionProfile(name="mask-all", actions={"secret": "mask", "pii": "mask"})
@@ -127,7 +127,7 @@ def test_quarantine_keeps_fences_and_labels_injected_content() -> None:
     assert (q.section, q.trust, q.content) == (Section.DYNAMIC, Trust.UNTRUSTED, INJECTION)
     assert q.reason == "retrieved; quarantined: injection.override, injection.tool_coercion"
     assert q.meta_value("quarantined") == "injection.override, injection.tool_coercion"
-    data = render_messages([segment(q)])[0]["content"]
+    data = render([segment(q)]).messages[0]["content"]
     assert '<data ref="t" trust="untrusted" quarantined="true">' in data
 
 
