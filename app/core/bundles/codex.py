@@ -1,4 +1,5 @@
-"""Codex (openai/codex, ``codex-rs/core/src/project_doc.rs``): AGENTS.md loading.
+"""Codex (openai/codex, ``codex-rs/core/src/agents_md.rs``, formerly ``project_doc.rs``):
+AGENTS.md loading.
 
 Contract:
 
@@ -14,8 +15,9 @@ Contract:
   an empty or whitespace-only ``AGENTS.override.md`` hides that directory's ``AGENTS.md``
   (recorded ``shadowed``) and the directory contributes nothing.
 * Budget: ``options.project_doc_max_bytes`` (0 disables project docs). Each picked file is
-  read up to the remaining bytes (truncated at the byte level; a split UTF-8 character is
-  dropped), blank reads are dropped without spending budget, and once the budget reaches 0
+  read up to the remaining bytes (truncated at the byte level and decoded lossily, so a
+  UTF-8 character split by the cut reads as one U+FFFD, and the budget is charged for the
+  bytes kept, not for the replacement character), blank reads are dropped without spending budget, and once the budget reaches 0
   every later file is skipped with ``budget exhausted``. Project docs are not trimmed.
 * Text: global, then ``"\\n\\n--- project-doc ---\\n\\n"``, then the project docs joined
   with ``"\\n\\n"``; either part alone when the other is empty. No headers are emitted.

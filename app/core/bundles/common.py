@@ -114,8 +114,10 @@ def nbytes(text: str) -> int:
 
 
 def truncate_bytes(text: str, limit: int) -> str:
-    """The first ``limit`` UTF-8 bytes of ``text``; a split character is dropped."""
-    return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+    """The first ``limit`` UTF-8 bytes of ``text``, decoded lossily: a character split by the
+    cut becomes one U+FFFD, as Rust's ``String::from_utf8_lossy`` decodes a truncated
+    sequence (Python's ``errors="replace"`` substitutes the same maximal subpart)."""
+    return text.encode("utf-8")[:limit].decode("utf-8", errors="replace")
 
 
 def head_tail_sizes(cap: int) -> tuple[int, int]:
