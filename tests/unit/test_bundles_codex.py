@@ -39,7 +39,8 @@ class Case:
 
 
 CASES = (
-    Case(id="global only, trimmed", src=GLOBAL, files={"~/.codex/AGENTS.md": "  global rules \n"}, cwd="",
+    Case(id="global only, trimmed", src=GLOBAL, cwd="",
+         files={"~/.codex/AGENTS.md": "  global rules \n"},
          text="global rules", order=(("~/.codex/AGENTS.md", False),)),
     Case(id="global override wins", src=GLOBAL, cwd="",
          files={"~/.codex/AGENTS.override.md": "O", "~/.codex/AGENTS.md": "A"},
@@ -89,7 +90,8 @@ CASES = (
     Case(id="no root marker: only cwd is searched", src=ROOT_TO_CWD, cwd="a",
          files={"AGENTS.md": "root", "a/AGENTS.md": "a"},
          text="a", order=(("a/AGENTS.md", False),)),
-    Case(id="no root marker and nothing in cwd", src=ROOT_TO_CWD, cwd="a/b", files={"AGENTS.md": "root"},
+    Case(id="no root marker and nothing in cwd", src=ROOT_TO_CWD, cwd="a/b",
+         files={"AGENTS.md": "root"},
          text="", order=()),
     Case(id=".git file (worktree) marks the nearest root", src=ROOT_MARKERS, cwd="mod/x",
          files={**GIT, "AGENTS.md": "outer", "mod/.git": "gitdir: ../.git/modules/mod",

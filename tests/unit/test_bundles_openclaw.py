@@ -1,4 +1,6 @@
-"""OpenClaw conformance: fixed bootstrap order, [MISSING] lines, session filters, caps."""
+"""OpenClaw conformance: fixed bootstrap order, session allowlists, [MISSING] lines, caps,
+``## <path>`` sections. Each row cites where the behaviour is written in openclaw/openclaw
+(the stored files are read whole, so rows anchor on the named symbol in that file)."""
 
 from __future__ import annotations
 
@@ -7,25 +9,53 @@ from dataclasses import dataclass, field
 import pytest
 
 from app.core.bundles import ResolveOptions, resolve
-from app.core.bundles.openclaw import FILES, truncation_marker
+from app.core.bundles.openclaw import FILES, SOUL_LINE, truncation_marker
 
+WORKSPACE = "openclaw/openclaw@0033b7033e2efd7e41875abc8fbba03618f7876d:src/agents/workspace.ts"
+BOOTSTRAP = ("openclaw/openclaw@004e91311b556e48589a3beef31c6feb5737c4cc:"
+             "src/agents/pi-embedded-helpers/bootstrap.ts")
+PROMPT = "openclaw/openclaw@001473abf21b94dd3195be6cba805e520852dfb2:src/agents/system-prompt.ts"
+ORDER = f"{WORKSPACE}#loadWorkspaceBootstrapFiles"
+MEMORY_OPTIONAL = f"{WORKSPACE}#loadWorkspaceBootstrapFiles (exactWorkspaceEntryExists)"
+SUBAGENT = f"{WORKSPACE}#SUBAGENT_BOOTSTRAP_ALLOWLIST"
+CRON = f"{WORKSPACE}#CRON_BOOTSTRAP_ALLOWLIST"
+GROUP = f"{WORKSPACE}#GROUP_CHANNEL_BOOTSTRAP_ALLOWLIST"
+MISSING = f"{BOOTSTRAP}#buildBootstrapContextFiles ([MISSING] Expected at:)"
+TRIM = f"{BOOTSTRAP}#trimBootstrapContent"
+CLAMP = f"{BOOTSTRAP}#clampToBudget"
+MIN_BUDGET = f"{BOOTSTRAP}#MIN_BOOTSTRAP_FILE_BUDGET_CHARS"
+SECTIONS = f"{PROMPT}#buildAgentSystemPrompt (# Project Context, ## file.path)"
+
+HEAD = "# Project Context\nThe following project context files have been loaded:"
 ALL = {name: name.split(".")[0].lower() for name in FILES}
-ALL_TEXT = "\n\n".join(ALL[n] for n in FILES)
 LONG = "".join(f"{i:03d}|" for i in range(38))[:150]
 HUNDRED = "s" * 99 + "S"
+
+
+def text(*sections: tuple[str, str], soul: bool | None = None) -> str:
+    has_soul = any(p == "SOUL.md" for p, _ in sections) if soul is None else soul
+    lines = [HEAD] + ([SOUL_LINE] if has_soul else [])
+    for path, body in sections:
+        lines += [f"## {path}", body]
+    return "\n".join(lines)
+
+
+def loaded(*names: str, files: dict[str, str] = ALL) -> tuple[tuple[str, str], ...]:
+    return tuple((n, files.get(n, f"[MISSING] Expected at: {n}")) for n in names)
 
 
 def mark(name: str, head: int, tail: int, total: int) -> str:
     return "\n" + truncation_marker(name, head, tail, total) + "\n"
 
 
-def missing(*names: str) -> tuple[tuple[str, bool], ...]:
+def flags(*names: str) -> tuple[tuple[str, bool], ...]:
     return tuple((n, False) for n in names)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Case:
     id: str
+    src: str
     files: dict[str, str]
     text: str
     order: tuple[tuple[str, bool], ...]
@@ -35,56 +65,77 @@ class Case:
     skipped: tuple[tuple[str, str], ...] | None = None
 
 
+NOT_CRON = ("HEARTBEAT.md", "BOOTSTRAP.md", "MEMORY.md")
 CASES = (
-    Case(id="main: all eight files in fixed order", files=ALL, text=ALL_TEXT,
-         order=missing(*FILES)),
-    Case(id="cron is like main", files=ALL, session="cron", text=ALL_TEXT,
-         order=missing(*FILES)),
-    Case(id="cwd is ignored: the workspace is the repo root", files=ALL, cwd="svc/refund",
-         text=ALL_TEXT, order=missing(*FILES)),
-    Case(id="missing files become [MISSING] lines", files={"AGENTS.md": "A\n\n"},
-         text="A\n\n" + "\n\n".join(f"[MISSING] {n}" for n in FILES[1:]),
-         order=missing(*FILES)),
-    Case(id="subagent gets only AGENTS.md and TOOLS.md", files=ALL, session="subagent",
-         text="agents\n\ntools", order=missing("AGENTS.md", "TOOLS.md"),
+    Case(id="main: all eight files in fixed order, one ## <path> section each", src=SECTIONS,
+         files=ALL, text=text(*loaded(*FILES)), order=flags(*FILES)),
+    Case(id="cwd is ignored: the workspace is the repo root", src=ORDER, files=ALL,
+         cwd="svc/refund", text=text(*loaded(*FILES)), order=flags(*FILES)),
+    Case(id="cron loads only AGENTS, TOOLS, SOUL, IDENTITY, USER", src=CRON, files=ALL,
+         session="cron",
+         text=text(*loaded("AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md")),
+         order=flags("AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md"),
+         skipped=tuple((n, "session filter") for n in NOT_CRON)),
+    Case(id="cron with USER.md missing reads its [MISSING] line", src=CRON, session="cron",
+         files={"AGENTS.md": "A", "HEARTBEAT.md": "h"},
+         text=text(("AGENTS.md", "A"), *loaded("SOUL.md", "TOOLS.md", "IDENTITY.md",
+                                                "USER.md", files={})),
+         order=flags("AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md"),
+         skipped=(("HEARTBEAT.md", "session filter"), ("MEMORY.md", "optional, absent"))),
+    Case(id="missing files read [MISSING] Expected at: <path>", src=MISSING,
+         files={"AGENTS.md": "A\n\n", "MEMORY.md": "m"},
+         text=text(("AGENTS.md", "A"), *loaded(*FILES[1:-1], files={}), ("MEMORY.md", "m")),
+         order=flags(*FILES)),
+    Case(id="an absent MEMORY.md is skipped, not [MISSING]", src=MEMORY_OPTIONAL,
+         files={n: ALL[n] for n in FILES[:-1]}, text=text(*loaded(*FILES[:-1])),
+         order=flags(*FILES[:-1]), skipped=(("MEMORY.md", "optional, absent"),)),
+    Case(id="subagent gets only AGENTS.md and TOOLS.md", src=SUBAGENT, files=ALL,
+         session="subagent", text=text(*loaded("AGENTS.md", "TOOLS.md")),
+         order=flags("AGENTS.md", "TOOLS.md"),
          skipped=tuple((n, "session filter") for n in FILES
                        if n not in ("AGENTS.md", "TOOLS.md"))),
-    Case(id="subagent with TOOLS.md missing", files={"AGENTS.md": "A", "MEMORY.md": "m"},
-         session="subagent", text="A\n\n[MISSING] TOOLS.md",
-         order=missing("AGENTS.md", "TOOLS.md"), skipped=(("MEMORY.md", "session filter"),)),
-    Case(id="group never gets MEMORY.md", files=ALL, session="group",
-         text="\n\n".join(ALL[n] for n in FILES[:-1]), order=missing(*FILES[:-1]),
+    Case(id="subagent with TOOLS.md missing", src=SUBAGENT,
+         files={"AGENTS.md": "A", "MEMORY.md": "m"}, session="subagent",
+         text=text(("AGENTS.md", "A"), ("TOOLS.md", "[MISSING] Expected at: TOOLS.md")),
+         order=flags("AGENTS.md", "TOOLS.md"), skipped=(("MEMORY.md", "session filter"),)),
+    Case(id="group (shared channel) never gets MEMORY.md", src=GROUP, files=ALL,
+         session="group", text=text(*loaded(*FILES[:-1])), order=flags(*FILES[:-1]),
          skipped=(("MEMORY.md", "session filter"),)),
-    Case(id="group with MEMORY.md absent has no [MISSING] MEMORY.md", session="group",
-         files={n: ALL[n] for n in FILES[:-1]},
-         text="\n\n".join(ALL[n] for n in FILES[:-1]), order=missing(*FILES[:-1])),
-    Case(id="blank file is skipped, not missing", files={**ALL, "SOUL.md": " \n"},
-         text="\n\n".join(ALL[n] for n in FILES if n != "SOUL.md"),
-         order=missing(*(n for n in FILES if n != "SOUL.md")),
+    Case(id="blank file is skipped, not missing", src=CLAMP, files={**ALL, "SOUL.md": " \n"},
+         text=text(*loaded(*(n for n in FILES if n != "SOUL.md")), soul=False),
+         order=flags(*(n for n in FILES if n != "SOUL.md")),
          skipped=(("SOUL.md", "empty"),)),
-    Case(id="per-file cap: 70% head, marker, 20% tail", files={**ALL, "TOOLS.md": LONG},
-         options=ResolveOptions(per_file_max_chars=100),
-         text="agents\n\nsoul\n\n" + LONG[:70] + mark("TOOLS.md", 70, 20, 150) + LONG[-20:]
-         + "\n\n" + "\n\n".join(ALL[n] for n in FILES[3:]),
+    Case(id="per-file cap: 70% head, marker, 20% tail", src=TRIM,
+         files={**ALL, "TOOLS.md": LONG}, options=ResolveOptions(per_file_max_chars=100),
+         text=text(*loaded("AGENTS.md", "SOUL.md"),
+                   ("TOOLS.md", LONG[:70] + mark("TOOLS.md", 70, 20, 150) + LONG[-20:]),
+                   *loaded(*FILES[3:])),
          order=(("AGENTS.md", False), ("SOUL.md", False), ("TOOLS.md", True),
-                *missing(*FILES[3:]))),
-    Case(id="exactly the per-file cap is not truncated", files={"AGENTS.md": LONG},
+                *flags(*FILES[3:]))),
+    Case(id="exactly the per-file cap is not truncated", src=TRIM, files={"AGENTS.md": LONG},
          session="subagent", options=ResolveOptions(per_file_max_chars=150),
-         text=LONG + "\n\n[MISSING] TOOLS.md", order=missing("AGENTS.md", "TOOLS.md")),
-    Case(id="total cap: under 64 left skips the rest",
+         text=text(("AGENTS.md", LONG), ("TOOLS.md", "[MISSING] Expected at: TOOLS.md")),
+         order=flags("AGENTS.md", "TOOLS.md")),
+    Case(id="total cap: under 64 left skips the rest", src=MIN_BUDGET,
          files={"AGENTS.md": LONG, "SOUL.md": HUNDRED},
-         options=ResolveOptions(total_max_chars=200), text=LONG, order=missing("AGENTS.md"),
-         skipped=tuple((n, "budget exhausted") for n in FILES[1:])),
-    Case(id="total cap: a later file is cut to what is left",
-         files={"AGENTS.md": LONG, "SOUL.md": HUNDRED},
+         options=ResolveOptions(total_max_chars=200), text=text(("AGENTS.md", LONG), soul=False),
+         order=flags("AGENTS.md"),
+         skipped=(("MEMORY.md", "optional, absent"),
+                  *((n, "budget exhausted") for n in FILES[1:-1]))),
+    Case(id="total cap: a later file is cut to what is left and ends with an ellipsis",
+         src=CLAMP, files={"AGENTS.md": LONG, "SOUL.md": HUNDRED},
          options=ResolveOptions(total_max_chars=230),
-         text=LONG + "\n\n" + HUNDRED[:56] + mark("SOUL.md", 56, 16, 100)[:24],
+         text=text(("AGENTS.md", LONG),
+                   ("SOUL.md", HUNDRED[:56] + mark("SOUL.md", 56, 16, 100)[:23] + "…")),
          order=(("AGENTS.md", False), ("SOUL.md", True)),
-         skipped=tuple((n, "budget exhausted") for n in FILES[2:])),
-    Case(id="total cap counts [MISSING] lines", files={},
-         options=ResolveOptions(total_max_chars=25),
-         text="[MISSING] AGENTS.md\n\n[MISSI", order=missing("AGENTS.md", "SOUL.md"),
-         skipped=tuple((n, "budget exhausted") for n in FILES[2:])),
+         skipped=(("MEMORY.md", "optional, absent"),
+                  *((n, "budget exhausted") for n in FILES[2:-1]))),
+    Case(id="total cap counts [MISSING] lines; 3 or fewer left is a plain cut", src=CLAMP,
+         files={}, options=ResolveOptions(total_max_chars=35),
+         text=text(("AGENTS.md", "[MISSING] Expected at: AGENTS.md"), ("SOUL.md", "[MI")),
+         order=flags("AGENTS.md", "SOUL.md"),
+         skipped=(("MEMORY.md", "optional, absent"),
+                  *((n, "budget exhausted") for n in FILES[2:-1]))),
 )
 
 
@@ -105,7 +156,13 @@ def test_missing_entries_are_marked() -> None:
                                                                         0, "")
 
 
-def test_cut_file_bytes_used_excludes_the_marker() -> None:
+def test_cut_file_bytes_used_excludes_marker_and_ellipsis() -> None:
     res = resolve("openclaw", {"AGENTS.md": LONG, "SOUL.md": HUNDRED}, cwd="",
                   options=ResolveOptions(total_max_chars=230))
     assert [f.bytes_used for f in res.resolved_order] == [150, 56]
+
+
+def test_nothing_loaded_is_empty_text() -> None:
+    assert resolve("openclaw", {"MEMORY.md": "m"}, cwd="", session_type="cron").text == (
+        text(*loaded("AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md", files={}),
+             soul=True))

@@ -17,8 +17,9 @@ Contract:
 * Budget: ``options.project_doc_max_bytes`` (0 disables project docs). Each picked file is
   read up to the remaining bytes (truncated at the byte level and decoded lossily, so a
   UTF-8 character split by the cut reads as one U+FFFD, and the budget is charged for the
-  bytes kept, not for the replacement character), blank reads are dropped without spending budget, and once the budget reaches 0
-  every later file is skipped with ``budget exhausted``. Project docs are not trimmed.
+  bytes kept, not for the replacement character), blank reads are dropped without
+  spending budget, and once the budget reaches 0 every later file is skipped with
+  ``budget exhausted``. Project docs are not trimmed.
 * Text: global, then ``"\\n\\n--- project-doc ---\\n\\n"``, then the project docs joined
   with ``"\\n\\n"``; either part alone when the other is empty. No headers are emitted.
   ``session_type`` does not change Codex loading.
