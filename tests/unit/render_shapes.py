@@ -140,19 +140,24 @@ def _pairing_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def anthropic_problems(system: Any, messages: Any) -> list[str]:
-    out = _json_problems({"system": system, "messages": messages})
-    if not isinstance(system, list):
-        return [*out, "system must be a list of text blocks"]
-    breakpoints = 0
+def _system_problems(system: list[Any]) -> list[str]:
+    out: list[str] = []
     for i, block in enumerate(system):
         where = f"system.{i}"
         if not isinstance(block, dict) or block.get("type") != "text" or \
                 set(block) - _BLOCK_KEYS["text"]:
             out.append(f"{where}: system holds only text blocks")
-            continue
-        out += _text_problems(where, block) + _cache_problems(where, block)
-        breakpoints += "cache_control" in block
+        else:
+            out += _text_problems(where, block) + _cache_problems(where, block)
+    return out
+
+
+def anthropic_problems(system: Any, messages: Any) -> list[str]:
+    out = _json_problems({"system": system, "messages": messages})
+    if not isinstance(system, list):
+        return [*out, "system must be a list of text blocks"]
+    out += _system_problems(system)
+    breakpoints = sum(isinstance(b, dict) and "cache_control" in b for b in system)
     if not isinstance(messages, list) or not messages:
         return [*out, "messages must be a non-empty list"]
     ids: set[str] = set()
