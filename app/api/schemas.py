@@ -402,10 +402,15 @@ class WorkspaceIn(Wire):
     bundle_id: Id
     cwd: RelPath = ""
     session_type: SessionType = "main"
+    files: list[RelPath] = Field(
+        default_factory=list, max_length=256,
+        description="repo-relative paths the runtime has read or is editing this turn; "
+                    "Claude Code's path-scoped .claude/rules (paths: globs) load when one "
+                    "matches")
 
     def to_domain(self) -> Workspace:
         return Workspace(bundle_id=self.bundle_id, cwd=self.cwd,
-                         session_type=self.session_type)
+                         session_type=self.session_type, files=tuple(self.files))
 
 
 class BundleFileIn(Wire):

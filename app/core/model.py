@@ -159,6 +159,7 @@ class Workspace:
     bundle_id: str
     cwd: str = ""
     session_type: str = "main"  # main | subagent | group | cron
+    files: tuple[str, ...] = ()  # repo-relative files in play (path-scoped rules match them)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

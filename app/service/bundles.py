@@ -4,7 +4,7 @@ A session is pinned at its first turn to the revision its channel gives it; late
 affect new sessions only. A pinned revision that has since been revoked is, per policy,
 replaced by the channel's current good revision (``fallback``) or refused with 409
 (``block``) until the session is re-authorized. Resolutions are pure functions of
-(bundle hash, runtime, cwd, session type), so they are cached in-process.
+(bundle hash, runtime, cwd, session type, files in play), so they are cached in-process.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from app.adapters.postgres.bundles import PgBundleStore
-from app.core.bundles import Resolution, lint, resolve
+from app.core.bundles import Resolution, ResolveOptions, lint, resolve
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.guards.safety import Detector
 from app.core.model import Workspace
@@ -154,10 +154,11 @@ class BundleService:
                 "resolved_order": {"from": [f.path for f in ra.resolved_order],
                                    "to": [f.path for f in rb.resolved_order]}}
 
-    def _resolve_uncached(self, sha: str, runtime: str, cwd: str, session_type: str
-                          ) -> Resolution:
+    def _resolve_uncached(self, sha: str, runtime: str, cwd: str, session_type: str,
+                          files: tuple[str, ...] = ()) -> Resolution:
         try:
-            return resolve(runtime, self._files[sha], cwd=cwd, session_type=session_type)
+            return resolve(runtime, self._files[sha], cwd=cwd, session_type=session_type,
+                           options=ResolveOptions(files_in_play=files))
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from exc
 
@@ -169,7 +170,7 @@ class BundleService:
         rev = await self.revision(tenant_id=tenant_id, bundle_id=workspace.bundle_id,
                                   revision=binding.revision)
         resolution = self._resolve(rev.sha256, rev.runtime, workspace.cwd,
-                                   workspace.session_type)
+                                   workspace.session_type, workspace.files)
         origin = f"repo://{rev.source.get('repo', workspace.bundle_id)}@" \
                  f"{rev.source.get('commit', rev.revision)}"
         return Admitted(binding=binding, runtime=rev.runtime, origin=origin,

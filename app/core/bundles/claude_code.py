@@ -7,15 +7,23 @@ Contract:
   (``~/.claude/CLAUDE.md``), then for each directory from the repo root down to ``cwd``
   its ``CLAUDE.md`` (else its ``.claude/CLAUDE.md``; the other is ``shadowed``) and then
   its ``CLAUDE.local.md`` (layer ``local``).
-* Rules: every ``.claude/rules/**/*.md`` at the repo root, by path. Rules without
-  ``paths:`` frontmatter load after the memory files; rules with ``paths:`` follow them,
-  and only when a file of ``options.files_in_play`` matches a glob (see ``rules``), else
-  they are skipped ``paths not matched``. The frontmatter block never reaches the text.
+* Rules (https://code.claude.com/docs/en/memory, "Organize rules with .claude/rules/"):
+  user-level rules are ``~/.claude/rules/**/*.md`` in the bundle (the ``~/`` prefix stands
+  for the user's home, as for ``~/.claude/CLAUDE.md``), project rules every
+  ``.claude/rules/**/*.md`` at the repo root, each set by path. Rules without ``paths:``
+  frontmatter load at launch with the priority of the memory file of their scope, so user
+  rules follow ``~/.claude/CLAUDE.md`` and project rules follow the project's memory files
+  ("user-level rules are loaded before project rules"). Rules with ``paths:`` load only
+  when a file the runtime has in play (``options.files_in_play``, repo-relative; the
+  request's ``workspace.files``) matches a glob (see ``rules``); they come last, user
+  before project, else they are skipped ``paths not matched``. The frontmatter block never
+  reaches the text.
 * Each file: block HTML comments are stripped outside code (see ``markdown``), then every
   ``@path`` outside fenced blocks and inline code is replaced in place by the imported
   file, processed the same way and trimmed. ``@~/x`` is the user home; other paths are
   relative to the importing file's directory. An import ``options.max_import_depth`` + 1
-  hops from its memory file (default: the 5th), an import of a file already on the
+  hops from its memory file (default 5, the documented "maximum depth of five hops": the
+  6th hop), an import of a file already on the
   current import chain (a cycle), and an import of a path that is not a file in the bundle
   stay as written and are recorded ``max import depth``, ``import cycle`` or ``unresolved
   import`` with the importing file as ``source``. Imported files are ``import`` entries.
@@ -37,6 +45,7 @@ from app.core.bundles.rules import matches, split_frontmatter
 MANAGED = "managed/CLAUDE.md"
 USER = "~/.claude/CLAUDE.md"
 RULES_DIR = ".claude/rules"
+USER_RULES_DIR = "~/.claude/rules"
 
 
 @dataclass(slots=True)
@@ -123,12 +132,13 @@ def _load(ctx: _Ctx, path: str, layer: str, body: str) -> str:
     return _render(ctx, path, body, (path,)).strip()
 
 
-def rule_files(bundle: Bundle, files_in_play: tuple[str, ...],
-               trace: Trace) -> list[tuple[str, str]]:
-    """``(path, body)`` of the rules that load: unconditional first, then matched ones."""
+def rule_files(bundle: Bundle, rules_dir: str, files_in_play: tuple[str, ...],
+               trace: Trace) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(path, body)`` of the rules under ``rules_dir`` that load: (unconditional ones,
+    path-scoped ones matched by a file in play)."""
     always: list[tuple[str, str]] = []
     matched: list[tuple[str, str]] = []
-    for path in bundle.under(RULES_DIR):
+    for path in bundle.under(rules_dir):
         if not path.endswith(".md"):
             continue
         globs, body = split_frontmatter(bundle.text(path))
@@ -138,13 +148,19 @@ def rule_files(bundle: Bundle, files_in_play: tuple[str, ...],
             matched.append((path, body))
         else:
             trace.skip(path, "paths not matched")
-    return always + matched
+    return always, matched
 
 
 def resolve(bundle: Bundle, cwd: str, options: ResolveOptions) -> Resolution:
     ctx = _Ctx(bundle=bundle, max_depth=options.max_import_depth, trace=Trace())
-    sections = [_load(ctx, p, layer, bundle.text(p))
-                for p, layer in memory_files(bundle, cwd, ctx.trace)]
-    sections += [_load(ctx, p, "rule", body)
-                 for p, body in rule_files(bundle, options.files_in_play, ctx.trace)]
+    memory = memory_files(bundle, cwd, ctx.trace)
+    user_always, user_matched = rule_files(bundle, USER_RULES_DIR, options.files_in_play,
+                                           ctx.trace)
+    always, matched = rule_files(bundle, RULES_DIR, options.files_in_play, ctx.trace)
+    user_end = sum(1 for _, layer in memory if layer in ("managed", "user"))
+    loads = [(p, layer, bundle.text(p)) for p, layer in memory[:user_end]]
+    loads += [(p, "rule", body) for p, body in user_always]
+    loads += [(p, layer, bundle.text(p)) for p, layer in memory[user_end:]]
+    loads += [(p, "rule", body) for p, body in always + user_matched + matched]
+    sections = [_load(ctx, p, layer, body) for p, layer, body in loads]
     return ctx.trace.resolution("\n\n".join(s for s in sections if s))

@@ -61,7 +61,8 @@ class ResolveOptions:
     """Runtime knobs; each resolver reads only its own.
 
     codex: ``fallback_names``, ``project_doc_max_bytes``, ``root_markers``.
-    claude-code: ``files_in_play``, ``max_import_depth``.
+    claude-code: ``files_in_play`` (repo-relative paths the runtime has read or is
+    editing, which path-scoped rules match), ``max_import_depth``.
     hermes: ``root_markers``, ``max_chars``.
     openclaw: ``per_file_max_chars``, ``total_max_chars``.
     """
@@ -70,7 +71,7 @@ class ResolveOptions:
     project_doc_max_bytes: int = 32768
     root_markers: tuple[str, ...] = (".git",)
     files_in_play: tuple[str, ...] = ()
-    max_import_depth: int = 4
+    max_import_depth: int = 5
     max_chars: int = 20000
     per_file_max_chars: int = 20000
     total_max_chars: int = 150000
