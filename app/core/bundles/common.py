@@ -130,15 +130,6 @@ def tail(text: str, n: int) -> str:
     return text[len(text) - n :] if n > 0 else ""
 
 
-def kept_part(piece: str, start: int, total: int, head: int, tail_n: int) -> str:
-    """What survives of ``piece`` (at offset ``start`` in a ``total``-long text) when the
-    text is cut to its first ``head`` and last ``tail_n`` characters (disjoint regions)."""
-    end = start + len(piece)
-    head_part = piece[: max(0, min(end, head) - start)]
-    tail_start = max(start, total - tail_n) if tail_n > 0 else end
-    return head_part + (piece[tail_start - start :] if tail_start < end else "")
-
-
 @dataclass(slots=True)
 class Trace:
     """A resolver's local record of what it read and skipped, in order. Never shared."""

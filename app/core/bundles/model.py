@@ -10,7 +10,9 @@ read (``resolved_order``) and every file that was considered but not used (``ski
 ``ResolvedFile.reason`` is one of ``loaded``, ``truncated``, ``missing``. ``Skipped.reason``
 is a stable phrase: ``empty``, ``shadowed``, ``budget exhausted``, ``budget disabled``,
 ``paths not matched``, ``session filter``, ``duplicate content``, ``lower precedence``,
-``unresolved import``, ``import cycle``, ``max import depth``.
+``unresolved import``, ``import cycle``, ``max import depth``, ``optional, absent``
+(OpenClaw's MEMORY.md), ``blocked`` (Hermes replaced the file with its injection
+placeholder; the file also has a ``loaded`` entry with ``bytes_used`` 0).
 """
 
 from __future__ import annotations
