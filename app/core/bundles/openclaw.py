@@ -1,7 +1,12 @@
 """OpenClaw: workspace bootstrap files (``src/agents/workspace.ts``
 ``loadWorkspaceBootstrapFiles`` / ``filterBootstrapFilesForSession``, then
 ``src/agents/pi-embedded-helpers/bootstrap.ts`` ``buildBootstrapContextFiles`` and the
-``# Project Context`` block of ``src/agents/system-prompt.ts``).
+``# Project Context`` block of ``src/agents/system-prompt.ts``), as of the openclaw/openclaw
+sources cited in ``tests/unit/test_bundles_openclaw.py``: the era whose cron allowlist is
+AGENTS, TOOLS, SOUL, IDENTITY, USER. The npm release 2026.9.6 has since dropped TOOLS.md and
+HEARTBEAT.md from the bootstrap set, narrowed the subagent and cron allowlists, skips an
+absent USER.md too, and truncates differently (marker inside the cap, a policy digest for
+AGENTS.md); that release is not modelled here.
 
 Contract:
 
