@@ -14,18 +14,20 @@ from app.core.bundles.hermes_scan import findings
 
 PB = "NousResearch/hermes-agent@00067189dfecf833d4d009c2dd977ae85cf800e0:agent/prompt_builder.py"
 TP = "NousResearch/hermes-agent@00fd54f0af9d1edd078fe55ede359640182736a2:tools/threat_patterns.py"
-FIRST_WINS = f"{PB}#build_context_files_prompt"
-FIND_HERMES = f"{PB}#_find_hermes_md"
-LOAD_HERMES = f"{PB}#_load_hermes_md"
-FRONT_MATTER = f"{PB}#_strip_yaml_frontmatter"
-CHAIN = f"{PB}#_load_agents_md"
+# The same functions with line numbers, where the released package (hermes-agent 0.19.0 on
+# PyPI, agent/prompt_builder.py) already behaves as the repository does:
+REL = "hermes-agent==0.19.0:agent/prompt_builder.py"
+FIRST_WINS = f"{PB}#build_context_files_prompt; {REL}:2003"
+FIND_HERMES = f"{PB}#_find_hermes_md; {REL}:93"
+LOAD_HERMES = f"{PB}#_load_hermes_md; {REL}:1906"
+FRONT_MATTER = f"{PB}#_strip_yaml_frontmatter; {REL}:117"
+CHAIN = f"{PB}#_load_agents_md (the directory chain is newer than 0.19.0)"
 CHAIN_DIRS = f"{PB}#_agents_md_directory_chain"
-CLAUDE = f"{PB}#_load_claude_md"
-CURSOR = f"{PB}#_load_cursorrules"
-SECTION = f"{PB}#_context_section"
-TRUNCATE = f"{PB}#_truncate_content"
-BLOCK = f"{PB}#_scan_context_content"
-SCAN = f"{TP}#scan_for_threats"
+CLAUDE = f"{PB}#_load_claude_md; {REL}:1951"
+CURSOR = f"{PB}#_load_cursorrules; {REL}:1970"
+TRUNCATE = f"{PB}#_truncate_content; {REL}:1835"
+BLOCK = f"{PB}#_scan_context_content; {REL}:72"
+SCAN = f"{TP}#scan_for_threats; hermes-agent==0.19.0:tools/threat_patterns.py:63"
 
 GIT = {".git/HEAD": "ref: refs/heads/main\n"}
 ALL_LEVELS = {**GIT, ".hermes.md": "hermes", "AGENTS.md": "agents", "CLAUDE.md": "claude",
