@@ -15,15 +15,19 @@ WORKSPACE = "openclaw/openclaw@0033b7033e2efd7e41875abc8fbba03618f7876d:src/agen
 BOOTSTRAP = ("openclaw/openclaw@004e91311b556e48589a3beef31c6feb5737c4cc:"
              "src/agents/pi-embedded-helpers/bootstrap.ts")
 PROMPT = "openclaw/openclaw@001473abf21b94dd3195be6cba805e520852dfb2:src/agents/system-prompt.ts"
+# Where the npm release openclaw@2026.9.6 still behaves the same, its dist line as well
+# (the release changed the file set, allowlists, truncation and section preamble since).
+REL = "openclaw@2026.9.6:dist"
 ORDER = f"{WORKSPACE}#loadWorkspaceBootstrapFiles"
-MEMORY_OPTIONAL = f"{WORKSPACE}#loadWorkspaceBootstrapFiles (exactWorkspaceEntryExists)"
+MEMORY_OPTIONAL = f"{WORKSPACE}#loadWorkspaceBootstrapFiles (exactWorkspaceEntryExists); " \
+    f"{REL}/workspace-DDLxBwAa.mjs:780"
 SUBAGENT = f"{WORKSPACE}#SUBAGENT_BOOTSTRAP_ALLOWLIST"
 CRON = f"{WORKSPACE}#CRON_BOOTSTRAP_ALLOWLIST"
 GROUP = f"{WORKSPACE}#GROUP_CHANNEL_BOOTSTRAP_ALLOWLIST"
-MISSING = f"{BOOTSTRAP}#buildBootstrapContextFiles ([MISSING] Expected at:)"
+MISSING = f"{BOOTSTRAP}#buildBootstrapContextFiles; {REL}/bootstrap-Dvw1-bo8.mjs:249"
 TRIM = f"{BOOTSTRAP}#trimBootstrapContent"
-CLAMP = f"{BOOTSTRAP}#clampToBudget"
-MIN_BUDGET = f"{BOOTSTRAP}#MIN_BOOTSTRAP_FILE_BUDGET_CHARS"
+CLAMP = f"{BOOTSTRAP}#clampToBudget; {REL}/bootstrap-Dvw1-bo8.mjs:230"
+MIN_BUDGET = f"{BOOTSTRAP}#MIN_BOOTSTRAP_FILE_BUDGET_CHARS; {REL}/bootstrap-Dvw1-bo8.mjs:56"
 SECTIONS = f"{PROMPT}#buildAgentSystemPrompt (# Project Context, ## file.path)"
 
 HEAD = "# Project Context\nThe following project context files have been loaded:"
