@@ -1,0 +1,508 @@
+"""``AsyncCtxgateClient``: every endpoint of the ctxgate HTTP API, typed.
+
+``_async_client.py`` is the one hand-written method list; ``_sync_client.py`` is generated
+from it by ``clients/python/tools/unasync.py`` (a test checks it is current). Each method builds a
+``Call`` (``_call.py``: path, query, body, how to read the answer, whether a retry is safe);
+``_send`` moves it and applies the ``RetryPolicy``.
+"""
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from ctxgate_client._call import (
+    Call,
+    RetryPolicy,
+    batch,
+    body,
+    client_options,
+    items,
+    model,
+    nothing,
+    path,
+    read_text,
+    wire_events,
+)
+from ctxgate_client.errors import connection_error
+from ctxgate_client.models import (
+    Acl,
+    AuditList,
+    Budget,
+    Bundle,
+    BundleDiff,
+    BundleFile,
+    BundleRevision,
+    Channel,
+    Checkpoint,
+    CheckpointSaved,
+    Compaction,
+    Constraint,
+    ContextResponse,
+    DataLevel,
+    Document,
+    DocumentIn,
+    DocumentIngested,
+    DocumentList,
+    Erasure,
+    ErasureAccepted,
+    Event,
+    EventsAppended,
+    EventsPage,
+    Health,
+    KeyCreated,
+    Manifest,
+    ManifestList,
+    Memory,
+    MemoryDecision,
+    MemoryDetail,
+    MemoryIn,
+    MemoryList,
+    MemoryScope,
+    Origin,
+    Readiness,
+    Render,
+    Role,
+    RuntimeName,
+    SessionType,
+    ToolEffect,
+    TranscriptSearch,
+    Trust,
+    Visibility,
+    Workspace,
+)
+
+T = TypeVar("T")
+EventLike = Event | Mapping[str, Any]
+
+
+class AsyncCtxgateClient:
+    """An async client of one ctxgate server, with one key.
+
+    ``api_key`` is a tenant key (runtime, ops or admin) or, for ``create_key``,
+    ``revoke_key`` and ``put_tenant_identity``, the platform admin token. ``user_assertion``
+    is the signed end-user JWT a tenant may require (sent as ``X-Ctxgate-User-Assertion``).
+    ``transport`` replaces httpx's network transport (e.g. ``httpx.ASGITransport(app)`` to
+    drive an app in-process); ``timeout`` bounds each attempt (seconds or ``httpx.Timeout``);
+    ``retry`` says which failures are sent again (see ``RetryPolicy``).
+
+    Failures raise ``ctxgate_client.errors.CtxgateError`` subclasses; a call that got no
+    answer raises ``CtxgateConnectionError``.
+    """
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
+                 timeout: float | httpx.Timeout = 30.0, retry: RetryPolicy | None = None,
+                 headers: Mapping[str, str] | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 user_assertion: str | None = None) -> None:
+        self._retry = retry or RetryPolicy()
+        self._http = httpx.AsyncClient(
+            transport=transport, **client_options(
+                base_url=base_url, api_key=api_key, user_assertion=user_assertion,
+                headers=headers, timeout=timeout))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call[T]) -> T:
+        attempts = self._retry.start()
+        while True:
+            try:
+                response = await self._http.request(**call.request())
+            except httpx.TransportError as exc:
+                raise connection_error(exc) from exc
+            wait = attempts.delay(call, response)
+            if wait is None:
+                return call.result(response)
+            await asyncio.sleep(wait)
+
+    # --- context ----------------------------------------------------------------------------
+
+    async def assemble_context(
+        self, *, user_id: str, query: str, budget: Budget | int,
+        session_id: str | None = None, task_id: str | None = None,
+        turn_id: str | None = None, append_events: Sequence[EventLike] | None = None,
+        render: Render | None = None, groups: Sequence[str] | None = None,
+        domain: str | None = None, data_level: DataLevel | None = None,
+        query_embedding: Sequence[float] | None = None, redaction_profile: str | None = None,
+        session_visibility: Visibility | None = None,
+        workspace: Workspace | Mapping[str, Any] | None = None, agent_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> ContextResponse:
+        """POST /v1/context: assemble one turn. ``budget`` is a ``Budget`` or its
+        ``max_tokens``. ``append_events`` are appended to ``session_id`` first, in the same
+        call. With a ``turn_id`` of your own the call is retried on 503/429 (the server
+        answers a repeated turn_id with the first answer and appends once); without one it
+        is sent once."""
+        return await self._send(Call(
+            method="POST", path="/v1/context", read=model(ContextResponse),
+            idempotent=turn_id is not None,
+            body=body(
+                tenant_id=tenant_id, turn_id=turn_id, session_id=session_id, task_id=task_id,
+                user_id=user_id, groups=groups, domain=domain, data_level=data_level,
+                query=query, query_embedding=query_embedding,
+                budget=Budget(max_tokens=budget) if isinstance(budget, int) else budget,
+                redaction_profile=redaction_profile, session_visibility=session_visibility,
+                workspace=workspace, agent_id=agent_id, render=render,
+                append_events=wire_events(append_events) if append_events is not None else None)))
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    async def append_events(
+        self, session_id: str, *, user_id: str, events: Sequence[EventLike],
+        agent_id: str | None = None, parent_session_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> EventsAppended:
+        """POST /v1/sessions/{id}/events: append events (``Message``, ``ToolCall``,
+        ``ToolResult`` or their dicts) in order. Sent once (an append is not idempotent)."""
+        return await self._send(Call(
+            method="POST", path=path("/v1/sessions/{}/events", session_id),
+            read=model(EventsAppended),
+            body=body(tenant_id=tenant_id, user_id=user_id, agent_id=agent_id,
+                      parent_session_id=parent_session_id, events=wire_events(events))))
+
+    async def list_events(self, session_id: str, *, user_id: str, after_seq: int | None = None,
+                          limit: int | None = None) -> EventsPage:
+        """GET /v1/sessions/{id}/events: the archived transcript after ``after_seq``; page
+        on with ``next_after_seq``."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/sessions/{}/events", session_id),
+            read=model(EventsPage), idempotent=True,
+            params={"user_id": user_id, "after_seq": after_seq, "limit": limit}))
+
+    async def search_sessions(self, session_id: str, *, user_id: str, query: str,
+                              visibility: Visibility | None = None,
+                              limit: int | None = None) -> TranscriptSearch:
+        """GET /v1/sessions/{id}/search: full-text search of the transcripts this session
+        may see (``self`` < ``tree`` < ``agent`` < ``all``, capped by the key)."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/sessions/{}/search", session_id),
+            read=model(TranscriptSearch), idempotent=True,
+            params={"user_id": user_id, "q": query, "visibility": visibility,
+                    "limit": limit}))
+
+    async def compact_session(self, session_id: str, *, user_id: str, budget_tokens: int,
+                              task_id: str | None = None,
+                              tenant_id: str | None = None) -> Compaction:
+        """POST /v1/sessions/{id}/compact: compact now (committing facts into ``task_id``'s
+        checkpoint when given). Sent once."""
+        return await self._send(Call(
+            method="POST", path=path("/v1/sessions/{}/compact", session_id),
+            read=model(Compaction),
+            body=body(tenant_id=tenant_id, user_id=user_id, task_id=task_id,
+                      budget_tokens=budget_tokens)))
+
+    # --- tasks ------------------------------------------------------------------------------
+
+    async def put_checkpoint(
+        self, task_id: str, *, user_id: str, goal: str, session_id: str | None = None,
+        parent_task_id: str | None = None, expected_revision: int | None = None,
+        accepted_decisions: Sequence[str] | None = None,
+        verified_evidence: Sequence[str] | None = None,
+        open_questions: Sequence[str] | None = None,
+        constraints: Sequence[Constraint | Mapping[str, Any]] | None = None,
+        pending_approvals: Sequence[str] | None = None,
+        tool_effects: Sequence[ToolEffect | Mapping[str, Any]] | None = None,
+        next_safe_action: str | None = None, tenant_id: str | None = None,
+    ) -> CheckpointSaved:
+        """PUT /v1/tasks/{id}/checkpoint: write the next revision of the task's state. With
+        ``expected_revision`` it is a compare-and-set (a lost race is
+        ``StaleRevisionError``) and is retried on 503/429; without, it is sent once."""
+        return await self._send(Call(
+            method="PUT", path=path("/v1/tasks/{}/checkpoint", task_id),
+            read=model(CheckpointSaved), idempotent=expected_revision is not None,
+            body=body(
+                tenant_id=tenant_id, user_id=user_id, session_id=session_id,
+                parent_task_id=parent_task_id, expected_revision=expected_revision, goal=goal,
+                accepted_decisions=accepted_decisions, verified_evidence=verified_evidence,
+                open_questions=open_questions,
+                constraints=[Constraint.model_validate(c) for c in constraints]
+                if constraints is not None else None,
+                pending_approvals=pending_approvals,
+                tool_effects=[ToolEffect.model_validate(t) for t in tool_effects]
+                if tool_effects is not None else None,
+                next_safe_action=next_safe_action)))
+
+    async def get_checkpoint(self, task_id: str, revision: int | None = None, *,
+                             user_id: str | None = None) -> Checkpoint:
+        """GET /v1/tasks/{id}/checkpoint: the latest revision, or ``revision``. A runtime
+        key must name the ``user_id``."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/tasks/{}/checkpoint", task_id),
+            read=model(Checkpoint), idempotent=True,
+            params={"revision": revision, "user_id": user_id}))
+
+    # --- knowledge --------------------------------------------------------------------------
+
+    async def ingest_document(
+        self, *, doc_id: str, version: str | int, text: str, sensitivity: DataLevel,
+        trust: Trust, acl: Acl | Mapping[str, Any] | None = None, title: str | None = None,
+        domain: str | None = None, observed_at: datetime | None = None,
+        expires_at: datetime | None = None, source: str | None = None,
+        tenant_id: str | None = None,
+    ) -> DocumentIngested:
+        """POST /v1/knowledge/documents: chunk, embed and index one document (``acl=None``:
+        the whole tenant may read it). Sent once."""
+        doc = DocumentIn.model_validate(body(
+            doc_id=doc_id, version=version, text=text, sensitivity=sensitivity, trust=trust,
+            acl=acl, title=title, domain=domain, observed_at=observed_at,
+            expires_at=expires_at, source=source, tenant_id=tenant_id))
+        return await self._send(Call(
+            method="POST", path="/v1/knowledge/documents", read=model(DocumentIngested),
+            body=doc.wire()))
+
+    async def ingest_documents(self, documents: Sequence[DocumentIn | Mapping[str, Any]]
+                               ) -> list[DocumentIngested]:
+        """POST /v1/knowledge/documents with ``{"items": [...]}`` (1..100): all or nothing,
+        one embedder call; the results in request order. Sent once."""
+        return await self._send(Call(
+            method="POST", path="/v1/knowledge/documents", read=items(DocumentIngested),
+            body=batch(DocumentIn, documents)))
+
+    async def list_documents(self, *, limit: int | None = None, cursor: str | None = None
+                             ) -> DocumentList:
+        """GET /v1/knowledge/documents: one page of the tenant's documents; pass the
+        answer's ``next_cursor`` as ``cursor`` for the next."""
+        return await self._send(Call(
+            method="GET", path="/v1/knowledge/documents", read=model(DocumentList),
+            idempotent=True, params={"limit": limit, "cursor": cursor}))
+
+    async def get_document(self, doc_id: str) -> Document:
+        """GET /v1/knowledge/documents/{doc_id} (any id: it is escaped as one segment)."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/knowledge/documents/{}", doc_id),
+            read=model(Document), idempotent=True))
+
+    async def delete_document(self, doc_id: str) -> None:
+        """DELETE /v1/knowledge/documents/{doc_id}: every version and chunk of it."""
+        return await self._send(Call(
+            method="DELETE", path=path("/v1/knowledge/documents/{}", doc_id), read=nothing,
+            idempotent=True))
+
+    # --- memories ---------------------------------------------------------------------------
+
+    async def propose_memory(
+        self, *, statement: str, scope: MemoryScope | Mapping[str, Any], origin: Origin,
+        source_session: str, owner: str, evidence_ref: str | None = None,
+        confidence: float | None = None, sensitivity: DataLevel | None = None,
+        key: str | None = None, expires_at: datetime | None = None,
+        ttl_days: int | None = None, task_id: str | None = None, pinned: bool | None = None,
+        tenant_id: str | None = None,
+    ) -> MemoryDecision:
+        """POST /v1/memories: propose one memory to the write gate. A refusal is an answer
+        (``decision="rejected"``), not an error. Sent once."""
+        item = MemoryIn.model_validate(body(
+            statement=statement, scope=scope, origin=origin, source_session=source_session,
+            owner=owner, evidence_ref=evidence_ref, confidence=confidence,
+            sensitivity=sensitivity, key=key, expires_at=expires_at, ttl_days=ttl_days,
+            task_id=task_id, pinned=pinned, tenant_id=tenant_id))
+        return await self._send(Call(
+            method="POST", path="/v1/memories", read=model(MemoryDecision), body=item.wire()))
+
+    async def propose_memories(self, memories: Sequence[MemoryIn | Mapping[str, Any]]
+                               ) -> list[MemoryDecision]:
+        """POST /v1/memories with ``{"items": [...]}`` (1..100): one decision per item, in
+        order. Sent once."""
+        return await self._send(Call(
+            method="POST", path="/v1/memories", read=items(MemoryDecision),
+            body=batch(MemoryIn, memories)))
+
+    async def list_memories(self, *, user_id: str | None = None, scope: str | None = None,
+                            status: str | None = None, limit: int | None = None
+                            ) -> MemoryList:
+        """GET /v1/memories: filtered by user, scope level (user/team) and status."""
+        return await self._send(Call(
+            method="GET", path="/v1/memories", read=model(MemoryList), idempotent=True,
+            params={"user_id": user_id, "scope": scope, "status": status, "limit": limit}))
+
+    async def recall_memories(self, user_id: str, *, scope: str | None = None,
+                              limit: int | None = None) -> list[Memory]:
+        """The user's active memories (GET /v1/memories?status=active)."""
+        found = await self.list_memories(user_id=user_id, scope=scope, status="active",
+                                         limit=limit)
+        return found.memories
+
+    async def get_memory(self, memory_id: str, *, user_id: str | None = None
+                         ) -> MemoryDetail:
+        """GET /v1/memories/{id}: the memory and its history."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/memories/{}", memory_id), read=model(MemoryDetail),
+            idempotent=True, params={"user_id": user_id}))
+
+    async def delete_memory(self, memory_id: str, *, user_id: str | None = None) -> None:
+        """DELETE /v1/memories/{id}."""
+        return await self._send(Call(
+            method="DELETE", path=path("/v1/memories/{}", memory_id), read=nothing,
+            idempotent=True, params={"user_id": user_id}))
+
+    async def approve_memory(self, memory_id: str) -> Memory:
+        """POST /v1/memories/{id}/approve (admin key): a pending memory becomes active."""
+        return await self._send(Call(
+            method="POST", path=path("/v1/memories/{}/approve", memory_id),
+            read=model(Memory)))
+
+    async def reject_memory(self, memory_id: str) -> Memory:
+        """POST /v1/memories/{id}/reject (admin key)."""
+        return await self._send(Call(
+            method="POST", path=path("/v1/memories/{}/reject", memory_id),
+            read=model(Memory)))
+
+    # --- bundles ----------------------------------------------------------------------------
+
+    async def register_bundle_revision(
+        self, *, bundle_id: str, revision: str, runtime: RuntimeName,
+        files: Sequence[BundleFile | Mapping[str, Any]],
+        source: Mapping[str, str] | None = None, declared_scope: Sequence[str] | None = None,
+        approval: Mapping[str, str] | None = None,
+        compatibility: Mapping[str, Any] | None = None,
+    ) -> BundleRevision:
+        """POST /v1/bundles (admin key): register an immutable revision; its ``lint`` lists
+        the findings. Sent once."""
+        return await self._send(Call(
+            method="POST", path="/v1/bundles", read=model(BundleRevision),
+            body=body(bundle_id=bundle_id, revision=revision, runtime=runtime,
+                      files=[BundleFile.model_validate(f) for f in files], source=source,
+                      declared_scope=declared_scope, approval=approval,
+                      compatibility=compatibility)))
+
+    async def get_bundle(self, bundle_id: str) -> Bundle:
+        """GET /v1/bundles/{id}: its revisions and release channel."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/bundles/{}", bundle_id), read=model(Bundle),
+            idempotent=True))
+
+    async def get_bundle_revision(self, bundle_id: str, revision: str) -> BundleRevision:
+        """GET /v1/bundles/{id}/revisions/{rev}: one revision with its files."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/bundles/{}/revisions/{}", bundle_id, revision),
+            read=model(BundleRevision), idempotent=True))
+
+    async def revoke_bundle_revision(self, bundle_id: str, revision: str, *, reason: str
+                                     ) -> Bundle:
+        """POST /v1/bundles/{id}/revisions/{rev}/revoke (admin key). Retried on 503/429:
+        revoking twice is revoking once."""
+        return await self._send(Call(
+            method="POST", path=path("/v1/bundles/{}/revisions/{}/revoke", bundle_id, revision),
+            read=model(Bundle), idempotent=True, body=body(reason=reason)))
+
+    async def promote_bundle(self, bundle_id: str, *, revision: str,
+                             share: float | None = None, agents: Sequence[str] | None = None
+                             ) -> Channel:
+        """POST /v1/bundles/{id}/promote (admin key): make ``revision`` stable, or the canary
+        for ``share`` of sessions and/or the named ``agents``. Retried on 503/429: the same
+        promotion twice leaves the same channel."""
+        cohort = body(share=share, agents=agents) if share is not None or agents else None
+        return await self._send(Call(
+            method="POST", path=path("/v1/bundles/{}/promote", bundle_id), read=model(Channel),
+            idempotent=True, body=body(revision=revision, cohort=cohort)))
+
+    async def bundle_diff(self, bundle_id: str, *, from_revision: str, to_revision: str,
+                          cwd: str | None = None, session_type: SessionType | None = None
+                          ) -> BundleDiff:
+        """GET /v1/bundles/{id}/diff: the resolved text's diff and token footprint."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/bundles/{}/diff", bundle_id), read=model(BundleDiff),
+            idempotent=True, params={"from": from_revision, "to": to_revision, "cwd": cwd,
+                                     "session_type": session_type}))
+
+    # --- manifests and audit ----------------------------------------------------------------
+
+    async def get_manifest(self, turn_id: str) -> Manifest:
+        """GET /v1/manifests/{turn_id}: what the turn saw and dropped."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/manifests/{}", turn_id), read=model(Manifest),
+            idempotent=True))
+
+    async def list_manifests(self, *, session_id: str | None = None,
+                             task_id: str | None = None, limit: int | None = None,
+                             before: str | None = None) -> ManifestList:
+        """GET /v1/manifests: newest first; page on with ``next_before``."""
+        return await self._send(Call(
+            method="GET", path="/v1/manifests", read=model(ManifestList), idempotent=True,
+            params={"session_id": session_id, "task_id": task_id, "limit": limit,
+                    "before": before}))
+
+    async def list_audit(self, *, turn_id: str | None = None, limit: int | None = None
+                         ) -> AuditList:
+        """GET /v1/audit (ops or admin key): permission drops and memory recalls."""
+        return await self._send(Call(
+            method="GET", path="/v1/audit", read=model(AuditList), idempotent=True,
+            params={"turn_id": turn_id, "limit": limit}))
+
+    # --- erasures ---------------------------------------------------------------------------
+
+    async def request_erasure(self, user_id: str, *, reason: str | None = None
+                              ) -> ErasureAccepted:
+        """POST /v1/erasures (admin key): erase a user from every layer. Retried on 503/429:
+        the server answers the user's open job again, and a second erasure finds nothing."""
+        return await self._send(Call(
+            method="POST", path="/v1/erasures", read=model(ErasureAccepted), idempotent=True,
+            body=body(user_id=user_id, reason=reason)))
+
+    async def get_erasure(self, erasure_id: str) -> Erasure:
+        """GET /v1/erasures/{id} (ops or admin key): status and, once finished, receipt."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/erasures/{}", erasure_id), read=model(Erasure),
+            idempotent=True))
+
+    # --- platform admin (api_key: the admin token) ------------------------------------------
+
+    async def create_key(self, *, tenant_id: str, role: Role,
+                         max_data_level: DataLevel | None = None,
+                         domains: Sequence[str] | None = None,
+                         max_session_visibility: Visibility | None = None,
+                         name: str | None = None) -> KeyCreated:
+        """POST /v1/admin/keys: a new tenant key (``api_key`` is shown only here). Sent
+        once."""
+        return await self._send(Call(
+            method="POST", path="/v1/admin/keys", read=model(KeyCreated),
+            body=body(tenant_id=tenant_id, role=role, max_data_level=max_data_level,
+                      domains=domains, max_session_visibility=max_session_visibility,
+                      name=name)))
+
+    async def revoke_key(self, key_id: str) -> None:
+        """DELETE /v1/admin/keys/{key_id}."""
+        return await self._send(Call(
+            method="DELETE", path=path("/v1/admin/keys/{}", key_id), read=nothing,
+            idempotent=True))
+
+    async def put_tenant_identity(self, tenant_id: str, *, algorithm: str, key: str,
+                                  require_assertion: bool | None = None,
+                                  issuer: str | None = None, audience: str | None = None
+                                  ) -> None:
+        """PUT /v1/admin/tenants/{tenant}/identity: require (or stop requiring) signed
+        end-user assertions (HS256 secret or RS256 public key)."""
+        return await self._send(Call(
+            method="PUT", path=path("/v1/admin/tenants/{}/identity", tenant_id), read=nothing,
+            idempotent=True,
+            body=body(require_assertion=require_assertion, algorithm=algorithm, key=key,
+                      issuer=issuer, audience=audience)))
+
+    # --- health -----------------------------------------------------------------------------
+
+    async def healthz(self) -> Health:
+        """GET /healthz: the process is up."""
+        return await self._send(Call(method="GET", path="/healthz", read=model(Health),
+                                     idempotent=True))
+
+    async def readyz(self) -> Readiness:
+        """GET /readyz: the stores are reachable. A 503 is an answer here
+        (``Readiness.ok`` False, per-store ``checks``), not an error, and is not retried."""
+        return await self._send(Call(method="GET", path="/readyz", read=model(Readiness),
+                                     accept=frozenset({503})))
+
+    async def metrics(self) -> str:
+        """GET /metrics: the Prometheus text exposition."""
+        return await self._send(Call(method="GET", path="/metrics", read=read_text,
+                                     idempotent=True))
+

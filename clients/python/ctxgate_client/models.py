@@ -1,0 +1,443 @@
+"""Wire shapes: what the client sends (``In`` models and events) and what it reads back.
+
+Models the client sends forbid unknown fields, so a typo fails here and not as a 422 later.
+Models it reads allow them (``extra="allow"``: kept, readable as attributes), so a newer
+server that adds a field never breaks an older client. Ids are plain strings: the server
+decides what it accepts (opaque, up to 256 characters).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DataLevel = Literal["public", "internal", "confidential", "secret"]
+Visibility = Literal["self", "tree", "agent", "all"]
+Render = Literal["openai", "anthropic"]
+Role = Literal["runtime", "ops", "admin"]
+Origin = Literal["user_stated", "verified_tool_result", "reviewed_doc", "model_inference",
+                 "team_decision"]
+Trust = Literal["reviewed", "evidence", "untrusted"]
+SessionType = Literal["main", "subagent", "group", "cron"]
+RuntimeName = Literal["codex", "claude-code", "hermes", "openclaw"]
+
+
+class In(BaseModel):
+    """A request body part: unknown fields are an error; a ``None`` field is not sent (the
+    server's default applies) unless it is named in ``send_none``."""
+
+    model_config = ConfigDict(extra="forbid")
+    send_none: ClassVar[frozenset[str]] = frozenset()
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON body of this part."""
+        out = self.model_dump(mode="json", exclude_none=True, by_alias=True)
+        for name in self.send_none:
+            out.setdefault(name, None)
+        return out
+
+
+class Out(BaseModel):
+    """A response shape: fields a newer server adds are kept, never an error."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# --- events ---------------------------------------------------------------------------------
+
+class Message(In):
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
+class ToolCall(In):
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | list[Any] | str | None = None
+
+
+class ToolResult(In):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+Event = Annotated[Message | ToolCall | ToolResult, Field(discriminator="type")]
+
+
+class EventsAppended(Out):
+    session_id: str
+    seqs: list[int]
+
+
+class EventRecord(Out):
+    seq: int
+    type: str
+    role: str | None = None
+    content: str = ""
+    call_id: str | None = None
+    name: str | None = None
+    arguments: Any = None
+    is_error: bool = False
+    created_at: datetime | None = None
+
+
+class EventsPage(Out):
+    session_id: str
+    events: list[EventRecord]
+    next_after_seq: int | None = None
+
+
+class TranscriptHit(Out):
+    session_id: str
+    seq: int
+    type: str
+    role: str | None = None
+    content: str
+    rank: int
+
+
+class TranscriptSearch(Out):
+    hits: list[TranscriptHit]
+
+
+class Compaction(Out):
+    """A recorded compaction run; see the server's ``CompactionOut`` for every field."""
+
+    type: str
+    compaction_id: str
+    trigger: str
+    tokens_before: int
+    tokens_after: int
+    checkpoint_revision_after: int | None = None
+
+
+# --- context --------------------------------------------------------------------------------
+
+class Budget(In):
+    max_tokens: int
+    reserve_output: int = 0
+
+
+class Workspace(In):
+    bundle_id: str
+    cwd: str | None = None
+    session_type: SessionType | None = None
+    files: list[str] | None = None
+
+
+class Segment(Out):
+    id: str
+    section: str
+    kind: str
+    role: str
+    content: str
+    tokens: int
+    ref: str
+    trust: str
+
+
+class CacheBreakpoint(Out):
+    location: Literal["system", "messages"]
+    index: int
+
+
+class Envelope(Out):
+    segments: list[Segment]
+    render: Render = "openai"
+    system: list[dict[str, Any]] | None = None
+    messages: list[dict[str, Any]]
+    cache_breakpoint: CacheBreakpoint | None = None
+    total_tokens: int
+    stable_prefix_sha256: str
+
+
+class Manifest(Out):
+    turn_id: str
+    tenant_id: str
+    session_id: str | None = None
+    task_id: str | None = None
+    user_id: str
+    created_at: str
+    segments: list[dict[str, Any]] = Field(default_factory=list)
+    dropped: list[dict[str, Any]] = Field(default_factory=list)
+    counts: dict[str, Any] = Field(default_factory=dict)
+    validation: dict[str, Any] = Field(default_factory=dict)
+    render: Render = "openai"
+    total_tokens: int = 0
+    stable_prefix_sha256: str = ""
+
+
+class Appended(Out):
+    seqs: list[int]
+
+
+class ContextResponse(Out):
+    turn_id: str
+    envelope: Envelope
+    manifest: Manifest
+    appended: Appended | None = None
+
+
+class ManifestList(Out):
+    manifests: list[Manifest]
+    next_before: str | None = None
+
+
+class AuditList(Out):
+    records: list[dict[str, Any]]
+
+
+# --- tasks ----------------------------------------------------------------------------------
+
+class Constraint(In):
+    text: str
+    kind: Literal["only", "except", "limit", "deadline", "precondition"]
+    source_ref: str | None = None
+
+
+class ToolEffect(In):
+    effect_id: str
+    idempotency_key: str
+    status: str
+    ref: str | None = None
+
+
+class CheckpointSaved(Out):
+    task_id: str
+    revision: int
+
+
+class Checkpoint(Out):
+    task_id: str
+    revision: int
+    user_id: str
+    session_id: str | None = None
+    parent_task_id: str | None = None
+    goal: str
+    accepted_decisions: list[str] = Field(default_factory=list)
+    verified_evidence: list[str] = Field(default_factory=list)
+    open_questions: list[str] = Field(default_factory=list)
+    constraints: list[dict[str, Any]] = Field(default_factory=list)
+    pending_approvals: list[str] = Field(default_factory=list)
+    tool_effects: list[dict[str, Any]] = Field(default_factory=list)
+    next_safe_action: str = ""
+    created_at: datetime | None = None
+
+
+# --- knowledge ------------------------------------------------------------------------------
+
+class Acl(In):
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+
+class DocumentIn(In):
+    """One document to ingest; ``acl=None`` means the whole tenant may read it."""
+
+    send_none: ClassVar[frozenset[str]] = frozenset({"acl"})
+    doc_id: str
+    version: str | int
+    text: str
+    sensitivity: DataLevel
+    trust: Trust
+    acl: Acl | None = None
+    title: str | None = None
+    domain: str | None = None
+    observed_at: datetime | None = None
+    expires_at: datetime | None = None
+    source: str | None = None
+    tenant_id: str | None = None
+
+
+class DocumentIngested(Out):
+    model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True)
+    doc_id: str
+    version: str
+    chunks: int
+    revision: int | None = None
+
+
+class Document(Out):
+    """A stored document's metadata (GET /v1/knowledge/documents[/{doc_id}])."""
+
+    model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True)
+    doc_id: str
+    version: str | None = None
+    revision: int | None = None
+    title: str | None = None
+    domain: str | None = None
+    sensitivity: str | None = None
+    trust: str | None = None
+
+
+class DocumentList(Out):
+    documents: list[Document]
+    next_cursor: str | None = None
+
+
+# --- memories -------------------------------------------------------------------------------
+
+class MemoryScope(In):
+    level: Literal["user", "team"]
+    user_id: str | None = None
+    domain: str | None = None
+
+
+class MemoryIn(In):
+    """One memory proposal for the write gate (POST /v1/memories)."""
+
+    statement: str
+    scope: MemoryScope
+    origin: Origin
+    source_session: str
+    owner: str
+    evidence_ref: str | None = None
+    confidence: float | None = None
+    sensitivity: DataLevel | None = None
+    key: str | None = None
+    expires_at: datetime | None = None
+    ttl_days: int | None = None
+    task_id: str | None = None
+    pinned: bool | None = None
+    tenant_id: str | None = None
+
+
+class Memory(Out):
+    memory_id: str
+    version: int
+    statement: str
+    origin: str
+    evidence_ref: str | None = None
+    scope: dict[str, Any]
+    owner: str
+    source_session: str
+    task_id: str | None = None
+    confidence: float
+    sensitivity: str
+    status: str
+    supersedes: str | None = None
+    pinned: bool = False
+    key: str | None = None
+    observed_at: datetime | None = None
+    confirmed_at: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class MemoryDetail(Memory):
+    history: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class MemoryDecision(Out):
+    """The write gate's answer; a rejection is an answer (``decision="rejected"``), not an
+    error."""
+
+    decision: str
+    type: str
+    reason: str
+    memory: Memory | None = None
+
+
+class MemoryList(Out):
+    memories: list[Memory]
+
+
+# --- bundles --------------------------------------------------------------------------------
+
+class BundleFile(In):
+    path: str
+    content: str
+
+
+class BundleRevision(Out):
+    bundle_id: str
+    revision: str
+    runtime: str
+    sha256: str
+    revoked: bool
+    created_at: str | None = None
+    source: dict[str, Any] = Field(default_factory=dict)
+    declared_scope: list[str] = Field(default_factory=list)
+    approval: dict[str, Any] = Field(default_factory=dict)
+    compatibility: dict[str, Any] = Field(default_factory=dict)
+    lint: list[dict[str, Any]] = Field(default_factory=list)
+    files: list[dict[str, Any]] | None = None
+
+
+class Channel(Out):
+    stable: str | None = None
+    canary: str | None = None
+    canary_share: float = 0.0
+    canary_agents: list[str] = Field(default_factory=list)
+
+
+class Bundle(Out):
+    bundle_id: str
+    revisions: list[BundleRevision]
+    channel: Channel | None = None
+
+
+class BundleDiff(Out):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    from_: str = Field(alias="from")
+    to: str
+    cwd: str = ""
+    diff: str
+    tokens: dict[str, int] = Field(default_factory=dict)
+    resolved_order: dict[str, list[str]] = Field(default_factory=dict)
+
+
+# --- erasures, admin, health ----------------------------------------------------------------
+
+class ErasureAccepted(Out):
+    erasure_id: str
+    status: str
+
+
+class Erasure(Out):
+    erasure_id: str
+    status: str
+    subject: str
+    requested_by: str
+    requested_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempts: int = 0
+    receipt: dict[str, Any] | None = None
+
+
+class KeyCreated(Out):
+    key_id: str
+    api_key: str
+
+
+class KeyInfo(Out):
+    key_id: str
+    tenant_id: str | None = None
+    role: str | None = None
+    name: str | None = None
+    revoked: bool | None = None
+
+
+class KeyList(Out):
+    keys: list[KeyInfo]
+
+
+class Health(Out):
+    status: str
+
+
+class Readiness(Out):
+    """GET /readyz: ``ok`` is False (status 503) when a store is unreachable."""
+
+    status: str
+    checks: dict[str, bool] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
