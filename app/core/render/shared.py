@@ -108,11 +108,16 @@ def neutralize(text: str) -> str:
     return _FENCE_TAG.sub(r"&lt;\1", text)
 
 
+def fence_text(content: str, *, ref: str, trust: str, quarantined: bool = False) -> str:
+    """``content`` fenced as data (also for renderings outside the core, e.g. the MCP text)."""
+    flag = ' quarantined="true"' if quarantined else ""
+    return (f'<data ref="{html.escape(ref, quote=True)}" trust="{html.escape(trust, quote=True)}"'
+            f'{flag}>\n{neutralize(content)}\n</data>')
+
+
 def fence(seg: Segment) -> str:
-    ref = html.escape(seg.candidate.ref, quote=True)
-    trust = html.escape(seg.candidate.trust.value, quote=True)
-    flag = ' quarantined="true"' if seg.candidate.meta_value(QUARANTINE_META) else ""
-    return f'<data ref="{ref}" trust="{trust}"{flag}>\n{neutralize(seg.content)}\n</data>'
+    return fence_text(seg.content, ref=seg.candidate.ref, trust=seg.candidate.trust.value,
+                      quarantined=bool(seg.candidate.meta_value(QUARANTINE_META)))
 
 
 def _is_low(seg: Segment) -> bool:
