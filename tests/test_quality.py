@@ -15,10 +15,11 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean() -> None:
-    result = _run("ruff", "check", "app", "tests", "alembic")
+    result = _run("ruff", "check", "app", "tests", "alembic", "clients/python")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_mypy_strict_is_clean() -> None:
-    result = _run("mypy", "app", "tests")
+    result = _run("mypy", "app", "tests", "clients/python/ctxgate_client",
+                  "clients/python/tools")
     assert result.returncode == 0, result.stdout + result.stderr

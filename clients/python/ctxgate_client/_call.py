@@ -56,8 +56,17 @@ class Call(Generic[T]):
 
 def path(template: str, *ids: str) -> str:
     """``template`` with each ``{}`` replaced by an id escaped as one path segment: '/', '%',
-    '?', '#', ':' and non-ASCII are percent-encoded, so no id can change the route."""
-    return template.format(*(quote(i, safe="") for i in ids))
+    '?', '#', ':' and non-ASCII are percent-encoded, and an id of dots only ('.', '..') is
+    too (URL normalization would otherwise resolve it), so no id can change the route."""
+    return template.format(*(segment(i) for i in ids))
+
+
+def segment(value: str) -> str:
+    if not value:
+        raise ValueError("an id in a path must not be empty")
+    if value.strip(".") == "":
+        return "%2E" * len(value)
+    return quote(value, safe="")
 
 
 def model(cls: type[M]) -> Callable[[httpx.Response], M]:
@@ -116,13 +125,18 @@ def batch(cls: type[M], given: Sequence[M | Mapping[str, Any]]) -> dict[str, Any
 class RetryPolicy:
     """When an answer of 503 (unavailable) or 429 (rate limited) is sent again.
 
-    Only idempotent calls are retried: GET and DELETE, PUT of a checkpoint with
-    ``expected_revision``, and POST /v1/context with a client-chosen ``turn_id`` (the server
-    answers a retried turn_id with the first answer's bytes and appends its events once).
-    Every other POST is sent once. A call is sent at most ``max_attempts`` times. The wait
-    before the next attempt is the answer's ``Retry-After`` (seconds or an HTTP date), else
-    ``backoff * 2**n`` with jitter, capped at ``max_backoff``; when the total of the waits
-    would pass ``max_wait`` seconds the call fails with the last answer's error instead.
+    Only calls that are safe to repeat are retried: GET and DELETE; PUT of a tenant's
+    identity policy; PUT of a checkpoint only with ``expected_revision`` (a compare-and-set);
+    POST /v1/context only with a client-chosen ``turn_id`` (the server answers a repeated
+    turn_id with the first answer and appends its events once); registering, promoting and
+    revoking a bundle revision and requesting an erasure (each the same outcome twice).
+    Every other POST (append events, propose memories, ingest documents, compact, create a
+    key, approve or reject a memory) is sent once: its 503 is raised.
+
+    A call is sent at most ``max_attempts`` times. The wait before the next attempt is the
+    answer's ``Retry-After`` (seconds or an HTTP date), else ``backoff * 2**n`` with jitter,
+    capped at ``max_backoff``; when the total of the waits would pass ``max_wait`` seconds
+    the call fails with the last answer's error instead.
     ``RetryPolicy(max_attempts=1)`` turns retries off.
     """
 

@@ -368,9 +368,10 @@ class CtxgateClient:
         compatibility: Mapping[str, Any] | None = None,
     ) -> BundleRevision:
         """POST /v1/bundles (admin key): register an immutable revision; its ``lint`` lists
-        the findings. Sent once."""
+        the findings. Retried on 503/429: the same revision with the same files again is a
+        no-op (with other files, ``ConflictError``)."""
         return self._send(Call(
-            method="POST", path="/v1/bundles", read=model(BundleRevision),
+            method="POST", path="/v1/bundles", read=model(BundleRevision), idempotent=True,
             body=body(bundle_id=bundle_id, revision=revision, runtime=runtime,
                       files=[BundleFile.model_validate(f) for f in files], source=source,
                       declared_scope=declared_scope, approval=approval,

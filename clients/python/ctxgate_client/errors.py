@@ -54,7 +54,10 @@ class CtxgateError(Exception):
     def __init__(self, *, status: int, type: str, title: str, detail: str,
                  errors: list[dict[str, Any]] | None = None, retry_after: float | None = None,
                  body: Any = None) -> None:
-        super().__init__(f"{status} {type}: {detail}" if status else f"{type}: {detail}")
+        where = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}"
+                          for e in (errors or [])[:3] if isinstance(e, dict))
+        message = f"{status} {type}: {detail}" if status else f"{type}: {detail}"
+        super().__init__(f"{message} ({where})" if where else message)
         self.status = status
         self.type = type
         self.title = title
