@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from ctxgate_client import AsyncCtxgateClient, CtxgateClient
@@ -29,3 +30,27 @@ def test_both_clients_have_the_same_methods_and_signatures() -> None:
     assert all(inspect.iscoroutinefunction(getattr(AsyncCtxgateClient, n)) for n in async_)
     assert {n: s for n, s in sync.items() if n != "close"} == {
         n: s for n, s in async_.items() if n != "aclose"}
+
+
+def test_the_wheel_of_clients_python_alone_is_self_contained(tmp_path: Path) -> None:
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                            str(tmp_path), str(ROOT / "clients/python")],
+                           capture_output=True, text=True, check=False, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("ctxgate_client-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith("/METADATA"))
+        requires = [line.split(":", 1)[1].split(">")[0].strip()
+                    for line in z.read(meta).decode().splitlines()
+                    if line.startswith("Requires-Dist:")]
+        assert sorted(requires) == ["httpx", "pydantic"]
+        assert "ctxgate_client/py.typed" in z.namelist()
+        z.extractall(tmp_path / "site")
+    # imported from the unpacked wheel alone, ahead of the editable install: it needs nothing
+    # of the server
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import ctxgate_client; "
+             "assert ctxgate_client.__file__.startswith(sys.argv[1]); "
+             "assert not any(m == 'app' or m.startswith('app.') for m in sys.modules)")
+    ran = subprocess.run([sys.executable, "-I", "-c", probe, str(tmp_path / "site")],
+                         capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stderr
