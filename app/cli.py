@@ -154,6 +154,18 @@ def cmd_demo(_: argparse.Namespace) -> None:
         asyncio.run(run_demo(settings))
 
 
+def cmd_mcp(_: argparse.Namespace) -> None:
+    from app.integrations.mcp_server import run_stdio
+
+    sys.exit(run_stdio(os.environ))
+
+
+def cmd_hook_claude_code(_: argparse.Namespace) -> None:
+    from app.integrations.claude_code_hook import main as hook
+
+    sys.exit(hook())
+
+
 def cmd_bench(argv: list[str]) -> None:
     import bench
 
@@ -207,6 +219,20 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--quiet", action="store_true",
                         help="print only the secret (for KEY=$(ctxgate keys create ...))")
     create.set_defaults(func=cmd_keys_create)
+    sub.add_parser(
+        "mcp", help="the MCP server on stdio (for agent runtimes)",
+        description="Serves ctxgate's MCP tools on stdin/stdout, calling the server at "
+        "CTXGATE_URL with CTXGATE_API_KEY for the end user CTXGATE_USER_ID (turn defaults: "
+        "CTXGATE_DOMAIN, CTXGATE_DATA_LEVEL). See docs/integrations.md."
+    ).set_defaults(func=cmd_mcp)
+    hook = sub.add_parser("hook", help="agent runtime hooks").add_subparsers(
+        dest="hook", required=True)
+    hook.add_parser(
+        "claude-code", help="a Claude Code hook: the event's JSON on stdin",
+        description="Handles SessionStart, UserPromptSubmit, PostToolUse(Failure), PreCompact "
+        "and Stop; configured like `ctxgate mcp`. Never blocks: a failure is explained on "
+        "stderr with exit code 1. See docs/integrations.md."
+    ).set_defaults(func=cmd_hook_claude_code)
     return p
 
 

@@ -46,6 +46,8 @@ from app.core.guards.safety import Detector
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
 from app.core.redaction import profiles_from_json
+from app.integrations.mcp_server import PATH as MCP_PATH
+from app.integrations.mcp_server import McpEndpoint
 from app.observability import Metrics, make_tracer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.assemble import Assembler
@@ -211,6 +213,12 @@ def create_app(settings: Settings | None = None, container: Container | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # /mcp's session manager runs inside the stores' lifespan: its tools call this app.
+        async with stores_lifespan(app), mcp.running():
+            yield
+
+    @asynccontextmanager
+    async def stores_lifespan(app: FastAPI) -> AsyncIterator[None]:
         if container is not None:
             app.state.container = container
             container.erasure_worker.start()
@@ -239,6 +247,8 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    mcp = McpEndpoint(app)  # the MCP tools over streamable HTTP (app/integrations)
+    app.add_route(MCP_PATH, mcp, include_in_schema=False)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
