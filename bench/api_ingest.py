@@ -4,9 +4,15 @@ What an agent runtime importing history sees: ``POST /v1/memories`` and ``POST
 /v1/knowledge/documents`` against a running server (``bench.run._server``, its workers, the
 e5 embedder warmed by its lifespan), one item per request (closed loop at c = 1 and c = 8)
 against ``{"items": [...]}`` batches of ``BATCH`` (c = 1 and c = 2). Every scenario writes
-into a tenant of its own, so none sees another's rows. Embeddings are the server's: the API
-takes no client-supplied embedding for a memory or a document (only ``query_embedding`` for
-a turn), so there is no client-embedded variant to measure.
+into a tenant of its own, so none sees another's rows.
+
+Embeddings are the server's: the API takes no client-supplied embedding for a memory or a
+document (only ``query_embedding`` for a turn). ``--embedder e5`` measures the default
+offline model; ``--embedder instant`` points the server's OpenAI-compatible embedder at
+``InstantEmbedder``, a loopback endpoint that answers at once (a unit vector seeded by each
+text's hash, so no two statements look alike to the write gate): what the API and the stores
+sustain when the embedding costs nothing here, i.e. the rate embeddings made elsewhere would
+allow. The vectors still cross JSON twice, as client-supplied ones would.
 
 Items are generated deterministically from the seed: a memory is a user's preference of
 8-16 runbook words (``bench.generate.runbook_text``), a document ~120 of them (one chunk).
@@ -15,19 +21,72 @@ Items are generated deterministically from the seed: a memory is a user's prefer
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import random
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+import numpy as np
+import orjson
 
 from app.core.model import DataLevel, Role
 from bench.generate import runbook_text
 
 BATCH = 100
 USERS = 10
+DIM = 384
+EMBEDDERS = {
+    "e5": "the server's default offline e5 model",
+    "instant": "an OpenAI-compatible loopback endpoint answering at once: the rate "
+               "embeddings made elsewhere would allow",
+}
+
+
+class _Instant(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(body["input"])]
+        out = orjson.dumps({"data": data, "model": body.get("model", "instant")})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: a line per request would go to the bench's stderr."""
+
+
+def _vector(text: str) -> list[float]:
+    seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+    v = np.random.Generator(np.random.PCG64(seed)).standard_normal(DIM)
+    out: list[float] = (v / np.linalg.norm(v)).tolist()
+    return out
+
+
+@contextlib.contextmanager
+def server_env(embedder: str) -> Iterator[dict[str, str]]:
+    """The server's environment for ``embedder``; for ``instant``, with the endpoint up."""
+    if embedder == "e5":
+        yield {"CTXGATE_EMBEDDER": "e5"}
+        return
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Instant)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield {"CTXGATE_EMBEDDER": "openai", "CTXGATE_EMBEDDING_DIM": str(DIM),
+               "CTXGATE_OPENAI_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+               "CTXGATE_OPENAI_EMBEDDING_MODEL": "instant"}
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,13 +72,13 @@ def _stores(cfg: Config) -> Iterator[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def _server(owner_url: str, redis_url: str, redis_prefix: str, workers: int
-            ) -> Iterator[tuple[str, int]]:
+def _server(owner_url: str, redis_url: str, redis_prefix: str, workers: int,
+            extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
     port = free_port()
     logdir = Path(tempfile.mkdtemp(prefix="ctxgate-bench-server-", dir="/tmp"))
     env = {**os.environ, "CTXGATE_DATABASE_URL": owner_url, "CTXGATE_REDIS_URL": redis_url,
            "CTXGATE_REDIS_PREFIX": redis_prefix, "CTXGATE_DATA_DIR": str(logdir),
-           "CTXGATE_ADMIN_TOKEN": secrets.token_urlsafe(24)}
+           "CTXGATE_ADMIN_TOKEN": secrets.token_urlsafe(24), **(extra_env or {})}
     log = (logdir / "server.log").open("wb")
     proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers",
@@ -317,20 +317,21 @@ def _load_phase(cfg: Config, ds: Dataset, keys: dict[str, str], owner_url: str,
     return out, server, manifest
 
 
-def run_api_ingest(cfg: Config, *, single_items: int, batch_items: int) -> dict[str, Any]:
+def run_api_ingest(cfg: Config, *, single_items: int, batch_items: int,
+                   embedder: str = "e5") -> dict[str, Any]:
     """``--api-ingest``: items/s of memories and documents through the HTTP API, one per
-    request against batches (``bench.api_ingest``), on fresh stores and a started server."""
+    request against batches (``bench.api_ingest``), on fresh stores and a started server
+    embedding with ``embedder`` (``api_ingest.EMBEDDERS``)."""
     t_start = time.perf_counter()
     rep: dict[str, Any] = {
         "config": {"single_items": single_items, "batch_items": batch_items,
                    "batch": api_ingest.BATCH, "seed": cfg.seed, "server_workers": cfg.workers,
-                   "embeddings": "server (e5); the API takes none from the client for "
-                                 "memories or documents"},
+                   "embedder": embedder, "embedder_note": api_ingest.EMBEDDERS[embedder]},
         "machine": _machine()}
-    with _stores(cfg) as (owner_url, redis_url):
+    with _stores(cfg) as (owner_url, redis_url), api_ingest.server_env(embedder) as env:
         rep["stores"] = _store_versions(owner_url, redis_url)
         redis_prefix = f"ctxgate-{cfg.prefix}"
-        with _server(owner_url, redis_url, redis_prefix, cfg.workers) as (base, _):
+        with _server(owner_url, redis_url, redis_prefix, cfg.workers, env) as (base, _):
             rep["scenarios"] = api_ingest.measure(
                 base, owner_url, prefix=cfg.prefix, seed=cfg.seed, single_items=single_items,
                 batch_items=batch_items, log=lambda m: _log(cfg, m))
@@ -350,7 +351,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42, help="data generator seed (default: 42)")
     p.add_argument("--out", type=Path, default=None,
                    help="where the JSON report goes (default: docs/benchmarks.json; with "
-                        "--api-ingest docs/benchmarks-api-ingest.json)")
+                        "--api-ingest docs/benchmarks-api-ingest-EMBEDDER.json)")
     p.add_argument("--duration", type=float, default=None, help="seconds per scenario")
     p.add_argument("--workers", type=int, default=2, help="server worker processes")
     p.add_argument("--api-ingest", action="store_true",
@@ -360,15 +361,20 @@ def parser() -> argparse.ArgumentParser:
                    metavar=("SINGLE", "BATCHED"),
                    help="with --api-ingest: items per single-form and per batch scenario "
                         "(default: 300 2000)")
+    p.add_argument("--embedder", choices=sorted(api_ingest.EMBEDDERS), default="e5",
+                   help="with --api-ingest: the server's embedder; 'instant' answers at once "
+                        "from loopback, the rate embeddings made elsewhere would allow "
+                        "(default: %(default)s)")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.api_ingest:
-        out = args.out or Path("docs/benchmarks-api-ingest.json")
+        out = args.out or Path(f"docs/benchmarks-api-ingest-{args.embedder}.json")
         ing = run_api_ingest(Config(seed=args.seed, out=out, workers=args.workers),
-                             single_items=args.items[0], batch_items=args.items[1])
+                             single_items=args.items[0], batch_items=args.items[1],
+                             embedder=args.embedder)
         for name, r in ing["scenarios"].items():
             print(f"{name:>34}  {r if not isinstance(r, dict) else r['items_per_s']}")
         print(f"report: {out}")

@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.api_ingest import BATCH
 from bench.run import Config, run_api_ingest
 
 
-def test_api_ingest_smoke(pg_owner_url: str, redis_url: str, uid: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("embedder", ["e5", "instant"])
+def test_api_ingest_smoke(pg_owner_url: str, redis_url: str, uid: str, tmp_path: Path,
+                          embedder: str) -> None:
     out = tmp_path / "ingest.json"
     rep = run_api_ingest(Config(seed=7, out=out, owner_url=pg_owner_url, redis_url=redis_url,
                                 prefix=f"b{uid}", progress=False, workers=1),
-                         single_items=3, batch_items=BATCH + 5)
-    assert json.loads(out.read_text())["config"]["batch"] == BATCH
+                         single_items=3, batch_items=BATCH + 5, embedder=embedder)
+    assert json.loads(out.read_text())["config"]["embedder"] == embedder
     sc = rep["scenarios"]
     for kind, created in (("memories", "accepted"), ("documents", "ingested")):
         for mode in ("single_c1", "single_c8", f"batch{BATCH}_c1", f"batch{BATCH}_c2"):
