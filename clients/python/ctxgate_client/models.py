@@ -264,16 +264,27 @@ class DocumentIngested(Out):
 
 
 class Document(Out):
-    """A stored document's metadata (GET /v1/knowledge/documents[/{doc_id}])."""
+    """A stored document's metadata, by its current version (GET
+    /v1/knowledge/documents[/{doc_id}]): ``version`` is the client's label, ``revision`` its
+    place in ingest order, ``versions`` how many are stored; ``acl=None``: the whole
+    tenant."""
 
     model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True)
     doc_id: str
-    version: str | None = None
+    version: str
     revision: int | None = None
+    versions: int | None = None
     title: str | None = None
     domain: str | None = None
     sensitivity: str | None = None
     trust: str | None = None
+    acl: dict[str, list[str]] | None = None
+    chunks: int | None = None
+    observed_at: datetime | None = None
+    expires_at: datetime | None = None
+    source: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 class DocumentList(Out):
