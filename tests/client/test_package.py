@@ -4,6 +4,7 @@ both expose the same methods."""
 from __future__ import annotations
 
 import inspect
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -33,8 +34,11 @@ def test_both_clients_have_the_same_methods_and_signatures() -> None:
 
 
 def test_the_wheel_of_clients_python_alone_is_self_contained(tmp_path: Path) -> None:
+    source = tmp_path / "src"  # a copy: the build leaves build/ and *.egg-info behind
+    shutil.copytree(ROOT / "clients/python", source,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                            str(tmp_path), str(ROOT / "clients/python")],
+                            str(tmp_path), str(source)],
                            capture_output=True, text=True, check=False, timeout=300)
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("ctxgate_client-*.whl")

@@ -89,8 +89,9 @@ class AsyncCtxgateClient:
     drive an app in-process); ``timeout`` bounds each attempt (seconds or ``httpx.Timeout``);
     ``retry`` says which failures are sent again (see ``RetryPolicy``).
 
-    Failures raise ``ctxgate_client.errors.CtxgateError`` subclasses; a call that got no
-    answer raises ``CtxgateConnectionError``.
+    ``base_url`` defaults to ``$CTXGATE_URL`` (else http://127.0.0.1:8080) and ``api_key``
+    to ``$CTXGATE_API_KEY``. Failures raise ``ctxgate_client.errors.CtxgateError``
+    subclasses; a call that got no answer raises ``CtxgateConnectionError``.
     """
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,

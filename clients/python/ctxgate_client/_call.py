@@ -75,13 +75,7 @@ def model(cls: type[M]) -> Callable[[httpx.Response], M]:
 
 def items(cls: type[M]) -> Callable[[httpx.Response], list[M]]:
     """A batch answer ``{"items": [...]}`` as a list in request order."""
-    adapter = TypeAdapter(list[cls])  # type: ignore[valid-type]
-
-    def read(response: httpx.Response) -> list[M]:
-        found: list[M] = adapter.validate_python(response.json()["items"])
-        return found
-
-    return read
+    return lambda response: [cls.model_validate(i) for i in response.json()["items"]]
 
 
 def nothing(_: httpx.Response) -> None:

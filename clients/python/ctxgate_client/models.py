@@ -107,13 +107,24 @@ class TranscriptSearch(Out):
 
 
 class Compaction(Out):
-    """A recorded compaction run; see the server's ``CompactionOut`` for every field."""
+    """A recorded compaction run: ``type`` is compaction.none | pruned | completed |
+    breaker_open, ``trigger`` manual | auto."""
 
     type: str
     compaction_id: str
     trigger: str
     tokens_before: int
     tokens_after: int
+    cut_seq: int | None = None
+    summary_sha256: str | None = None
+    pruned: int = 0
+    attempts: int = 0
+    validation: dict[str, Any] | None = None
+    consecutive_failures: int = 0
+    breaker_open: bool = False
+    needs_human: bool = False
+    previous_compaction_id: str | None = None
+    checkpoint_revision_before: int | None = None
     checkpoint_revision_after: int | None = None
 
 
@@ -164,13 +175,21 @@ class Manifest(Out):
     task_id: str | None = None
     user_id: str
     created_at: str
+    policy_revision: str = ""
+    bundle: dict[str, Any] | None = None
+    token_budget: int = 0
+    reserve_output: int = 0
+    total_tokens: int = 0
+    redaction_profile: str | None = None
     segments: list[dict[str, Any]] = Field(default_factory=list)
     dropped: list[dict[str, Any]] = Field(default_factory=list)
     counts: dict[str, Any] = Field(default_factory=dict)
+    conflicts: list[dict[str, Any]] = Field(default_factory=list)
     validation: dict[str, Any] = Field(default_factory=dict)
-    render: Render = "openai"
-    total_tokens: int = 0
+    compaction: dict[str, Any] | None = None
     stable_prefix_sha256: str = ""
+    render: Render = "openai"
+    timings_ms: dict[str, float] = Field(default_factory=dict)
 
 
 class Appended(Out):
@@ -260,7 +279,6 @@ class DocumentIngested(Out):
     doc_id: str
     version: str
     chunks: int
-    revision: int | None = None
 
 
 class Document(Out):
@@ -425,18 +443,6 @@ class Erasure(Out):
 class KeyCreated(Out):
     key_id: str
     api_key: str
-
-
-class KeyInfo(Out):
-    key_id: str
-    tenant_id: str | None = None
-    role: str | None = None
-    name: str | None = None
-    revoked: bool | None = None
-
-
-class KeyList(Out):
-    keys: list[KeyInfo]
 
 
 class Health(Out):
