@@ -4,6 +4,7 @@ both expose the same methods."""
 from __future__ import annotations
 
 import inspect
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,9 @@ import zipfile
 from pathlib import Path
 
 from ctxgate_client import AsyncCtxgateClient, CtxgateClient
+
+from app.main import create_app
+from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,3 +62,15 @@ def test_the_wheel_of_clients_python_alone_is_self_contained(tmp_path: Path) -> 
     ran = subprocess.run([sys.executable, "-I", "-c", probe, str(tmp_path / "site")],
                          capture_output=True, text=True, check=False)
     assert ran.returncode == 0, ran.stderr
+
+
+def test_every_endpoint_of_the_api_has_a_method() -> None:
+    """Each operation in the app's OpenAPI document is one ``Call`` of the client."""
+    source = (ROOT / "clients/python/ctxgate_client/_async_client.py").read_text()
+    called = {(m, p) for m, p in re.findall(r'method="(\w+)", path=(?:path\()?"([^"]+)"',
+                                             source)}
+    app = create_app(Settings())
+    served = {(method.upper(), re.sub(r"\{[^}]+\}", "{}", route))
+              for route, ops in app.openapi()["paths"].items() for method in ops}
+    assert served - called == set()
+    assert called - served == set()
