@@ -1,5 +1,5 @@
-"""The client's package: the sync client is generated from the async one and current, and
-both expose the same methods."""
+"""The client's package: the sync client is generated from the async one and current, both
+have the same methods, one per endpoint of the API, and the wheel stands alone."""
 
 from __future__ import annotations
 
