@@ -21,6 +21,7 @@ from app.main import Container
 from app.service.detector_cache import fingerprint
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import session, turn
+from tests.api.test_erasures import wait_finished
 
 EMBEDDING = [0.05] * 384
 NEW = [{"type": "message", "role": "user",
@@ -180,3 +181,22 @@ async def test_another_users_session_is_404_and_nothing_is_appended(
     assert await archived(container, tenant) == 2
     assert await recorded(container, tenant) == 0
     assert await tail_seqs(container, tenant) == [1, 2]
+
+
+async def test_erasing_the_user_takes_the_turn_records_with_the_sessions(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        container: Container) -> None:
+    key, ops, admin = (await make_key(tenant), await make_key(tenant, "ops"),
+                       await make_key(tenant, "admin"))
+    assert (await client.post("/v1/context", headers=bearer(key), json=body())).status_code \
+        == 200
+    assert await recorded(container, tenant) == 1
+    container.erasure_worker.start()  # ASGITransport runs no lifespan
+    try:
+        r = await client.post("/v1/erasures", headers=bearer(admin), json={"user_id": "alice"})
+        assert r.status_code == 202, r.text
+        done = await wait_finished(client, ops, r.json()["erasure_id"])
+    finally:
+        await container.erasure_worker.stop()
+    assert done["status"] == "done", done
+    assert await recorded(container, tenant) == 0
