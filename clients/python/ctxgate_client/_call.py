@@ -159,8 +159,9 @@ class Attempts:
             return None
         wait = retry_after_seconds(response)
         if wait is None:
+            jitter = 0.5 + random.random()  # noqa: S311 - spreads retries, not a secret
             wait = min(self._policy.max_backoff,
-                       self._policy.backoff * 2 ** (self._sent - 1) * (0.5 + random.random()))  # noqa: S311 - jitter
+                       self._policy.backoff * 2 ** (self._sent - 1) * jitter)
         if self._waited + wait > self._policy.max_wait:
             return None
         self._waited += wait
