@@ -276,14 +276,17 @@ def run(raw: bytes, env: Mapping[str, str]) -> tuple[int, str, str]:
     try:
         event, payload = _parse(raw)
         config = load(env)
+        where = f"ctxgate at {config.url}"
+        late = HookError(f"{where} did not answer within {config.hook_timeout_s:g} s "
+                         "(CTXGATE_HOOK_TIMEOUT_S)")
         try:
             output = asyncio.run(asyncio.wait_for(_handle(event, payload, config, env),
                                                   config.hook_timeout_s))
         except TimeoutError:
-            raise HookError(f"ctxgate at {config.url} did not answer within "
-                            f"{config.hook_timeout_s:g} s (CTXGATE_HOOK_TIMEOUT_S)") from None
+            raise late from None
         except CtxgateError as exc:
-            where = f"ctxgate at {config.url}"
+            if exc.type == "timeout":  # the client's own timeout, the same deadline
+                raise late from None
             raise HookError(f"{where} could not be reached: {exc.detail}" if not exc.status
                             else f"{where} refused: {exc.title} ({exc.type}): {exc.detail}"
                             ) from None
