@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from app.adapters.embedders.factory import make_embedder
 from app.adapters.postgres.audit import PgAuditLog
@@ -248,7 +249,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     for router in ROUTERS:
         app.include_router(router)
     mcp = McpEndpoint(app)  # the MCP tools over streamable HTTP (app/integrations)
-    app.add_route(MCP_PATH, mcp, include_in_schema=False)
+    app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
