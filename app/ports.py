@@ -84,7 +84,7 @@ class NewChunk:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewDocument:
     doc_id: str
-    version: int
+    version: str  # the client's label; the store orders versions by first ingest
     title: str | None
     domain: str | None
     sensitivity: DataLevel
@@ -94,6 +94,38 @@ class NewDocument:
     expires_at: datetime | None
     source: str | None
     chunks: tuple[NewChunk, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentBounds:
+    """What a key may manage: documents at or below ``max_level``, in ``domains`` (None:
+    any domain, and documents without one). Outside them a document is absent."""
+
+    tenant_id: str
+    max_level: DataLevel
+    domains: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentInfo:
+    """A stored document by its current version (no text); ``created_at`` is the oldest
+    stored version's ingest, ``updated_at`` the current version's."""
+
+    doc_id: str
+    version: str
+    revision: int
+    versions: int
+    title: str | None
+    domain: str | None
+    sensitivity: DataLevel
+    trust: Trust
+    acl: Acl
+    chunks: int
+    observed_at: datetime | None
+    expires_at: datetime | None
+    source: str | None
+    created_at: datetime
+    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,6 +256,18 @@ class KnowledgeStore(Protocol):
         ...
     async def search_vector(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]: ...
     async def search_text(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]: ...
+    async def list_documents(self, *, bounds: DocumentBounds, after: str | None, limit: int
+                             ) -> list[DocumentInfo]:
+        """Up to ``limit`` documents within ``bounds``, ordered by ``doc_id``, after ``after``."""
+        ...
+    async def get_document(self, *, bounds: DocumentBounds, doc_id: str
+                           ) -> DocumentInfo | None: ...
+    async def delete_document(self, *, bounds: DocumentBounds, doc_id: str,
+                              audit: Callable[[DocumentInfo], AuditRecord]
+                              ) -> DocumentInfo | None:
+        """Every version of the document and its chunks, with ``audit(info)`` written in the
+        same transaction; None (nothing done) when it is not within ``bounds``."""
+        ...
 
 
 class ManifestStore(Protocol):

@@ -1,7 +1,8 @@
 """Wire models: strict pydantic shapes at the HTTP edge, mapped to domain values here.
 
-Ids are restricted to a safe alphabet so they can never smuggle SQL, Redis key separators or
-look-alike unicode; unknown fields are rejected so a typo is an error, not silently ignored.
+External ids are ``Id``: opaque printable Unicode, NFC-normalized (``app.core.ids``); the stores
+escape them where they become key or ref segments. Unknown fields are rejected so a typo is an
+error, not silently ignored.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -20,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.core.ids import MAX_ID_LEN, normalize_id
 from app.core.memory_gate import MemoryWrite
 from app.core.model import (
     Acl,
@@ -37,9 +40,8 @@ from app.core.model import (
     Workspace,
 )
 from app.core.registry import BundleFile, BundleRevision
-from app.ports import NewDocument, NewEvent
+from app.ports import DocumentInfo, NewDocument, NewEvent
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 INT32_MAX = 2**31 - 1  # sequence numbers and revisions are PostgreSQL integers
 
 
@@ -70,7 +72,27 @@ def _utc_representable(value: datetime | None) -> datetime | None:
 
 
 NulFree = AfterValidator(_no_nul)
-Id = Annotated[str, Field(pattern=ID_PATTERN, examples=["sess_alice_014"])]
+# One id type for bodies, path and query parameters (``Annotated[Id, Path()]``): the value
+# is validated and replaced by its NFC form, which is what is stored and echoed.
+Id = Annotated[str, AfterValidator(normalize_id), Field(
+    examples=["alice@acme.com", "agent:main:discord:channel:123", "docs/payments/refund.md"],
+    json_schema_extra={"minLength": 1, "maxLength": MAX_ID_LEN},
+    description="1..256 printable Unicode characters, no leading/trailing whitespace; "
+                "NFC-normalized")]
+
+
+def _int_as_label(value: Any) -> Any:
+    # Versions were integers before they became labels: an integer still reads as its digits.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# A document version: a label of the client's (``v3``, ``6f2d1be``, ``2026.07.15.3``), held to
+# the id rules; the server orders versions by their first ingest (``revision``).
+DocVersion = Annotated[Id, BeforeValidator(_int_as_label), Field(
+    examples=["v3", "6f2d1be", "2026.07.15.3"],
+    description="the client's version label (an integer is read as its digits)")]
+# Ids the server minted (keys, erasures, memories) keep their narrow shape.
+MintedId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
 Text = Annotated[str, Field(max_length=200_000), NulFree]
 ShortText = Annotated[str, Field(max_length=4_000), NulFree]
 Instant = Annotated[datetime | None, AfterValidator(_utc_representable)]
@@ -322,7 +344,7 @@ class AclIn(Wire):
 
 class DocumentIn(TenantClaim):
     doc_id: Id
-    version: int = Field(ge=1, le=2_000_000_000)
+    version: DocVersion
     title: ShortText | None = None
     text: Annotated[str, Field(min_length=1, max_length=500_000), NulFree]
     domain: Id | None = None
@@ -346,8 +368,43 @@ class DocumentIn(TenantClaim):
 
 class DocumentIngested(BaseModel):
     doc_id: str
-    version: int
+    version: str
     chunks: int
+
+
+class DocumentOut(BaseModel):
+    doc_id: str
+    version: str = Field(description="the current version's label")
+    revision: int = Field(description="the current version's place in ingest order (1, 2, ...)")
+    versions: int = Field(description="versions stored")
+    title: str | None
+    domain: str | None
+    sensitivity: DataLevelName
+    trust: str
+    acl: dict[str, list[str]] | None = Field(description="null: the whole tenant")
+    chunks: int = Field(description="chunks of the current version")
+    observed_at: datetime | None
+    expires_at: datetime | None
+    source: str | None
+    created_at: datetime = Field(description="ingest of the oldest stored version")
+    updated_at: datetime = Field(description="ingest of the current version")
+
+    @classmethod
+    def of(cls, d: DocumentInfo) -> DocumentOut:
+        return cls(
+            doc_id=d.doc_id, version=d.version, revision=d.revision, versions=d.versions,
+            title=d.title, domain=d.domain, sensitivity=d.sensitivity.label,
+            trust=d.trust.value,
+            acl=None if d.acl.whole_tenant else {"users": list(d.acl.users),
+                                                 "groups": list(d.acl.groups)},
+            chunks=d.chunks, observed_at=d.observed_at, expires_at=d.expires_at,
+            source=d.source, created_at=d.created_at, updated_at=d.updated_at)
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentOut]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null: "
+                                                "no more")
 
 
 # --- batch writes -------------------------------------------------------------------------
@@ -667,7 +724,7 @@ class MemoryIn(TenantClaim):
     owner: Id
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
     sensitivity: DataLevelName = "internal"
-    key: Annotated[str, Field(min_length=1, max_length=200), NulFree] | None = Field(
+    key: Id | None = Field(
         default=None, description="the subject: a new statement under the same key supersedes")
     expires_at: Instant = None
     ttl_days: int | None = Field(default=None, ge=1, le=3650)

@@ -39,6 +39,7 @@ from app.core.model import (
     Trust,
     scanned,
 )
+from app.core.refs import checkpoint_ref, event_ref, session_ref, task_ref
 
 CountTokens = Callable[[str], int]
 WHOLE_TENANT = Acl(whole_tenant=True)
@@ -73,9 +74,9 @@ def _task_candidate(cp: TaskCheckpoint, tenant_id: str, part: str, content: str,
                     count_tokens: CountTokens) -> Candidate:
     core = part == "core"
     return Candidate(
-        ref=f"task://{cp.task_id}/checkpoint/{cp.revision}#{part}",
+        ref=checkpoint_ref(cp.task_id, cp.revision, part),
         kind=Kind.TASK_STATE, layer=Layer.TASK, section=Section.DYNAMIC, role="system",
-        content=content, tenant_id=tenant_id, origin=f"task://{cp.task_id}",
+        content=content, tenant_id=tenant_id, origin=task_ref(cp.task_id),
         trust=Trust.SYSTEM, sensitivity=DataLevel.INTERNAL, acl=WHOLE_TENANT,
         owner_user_id=cp.user_id,
         freshness=Freshness(observed_at=cp.created_at, revision=str(cp.revision)),
@@ -147,9 +148,9 @@ def session_candidates(
     for i, e in enumerate(events):
         kind, role, content, trust, meta = _event_shape(e)
         out.append(Candidate(
-            ref=f"session://{session_id}/events/{e.seq}", kind=kind, layer=Layer.SESSION,
+            ref=event_ref(session_id, e.seq), kind=kind, layer=Layer.SESSION,
             section=Section.SESSION, role=role, content=content, tenant_id=tenant_id,
-            origin=f"session://{session_id}", trust=trust, sensitivity=DataLevel.INTERNAL,
+            origin=session_ref(session_id), trust=trust, sensitivity=DataLevel.INTERNAL,
             acl=WHOLE_TENANT, owner_user_id=owner_user_id,
             freshness=Freshness(observed_at=e.created_at),
             tokens=count_tokens(content) if e.tokens is None else e.tokens,

@@ -460,9 +460,9 @@ class SessionInfo:
 class KnowledgeHit:
     """A chunk returned by a store search, already filtered by the pushed-down permission."""
 
-    chunk_ref: str  # kb://{doc_id}#v{version}:c{chunk_no}
+    chunk_ref: str  # app.core.refs.chunk_ref
     doc_id: str
-    version: int
+    version: str  # the client's opaque version label
     chunk_no: int
     text: str
     tenant_id: str

@@ -27,6 +27,7 @@ from app.core.model import (
     Trust,
     scanned,
 )
+from app.core.refs import doc_ref, event_ref, memory_ref, session_ref
 
 STALE_RANK_PENALTY = 20  # ranks a stale memory is pushed back by before fusion
 
@@ -50,7 +51,7 @@ def knowledge_candidates(
                 role="system",
                 content=first.text,
                 tenant_id=first.tenant_id,
-                origin=f"kb://{first.doc_id}",
+                origin=doc_ref(first.doc_id),
                 trust=first.trust,
                 sensitivity=first.sensitivity,
                 acl=first.acl,
@@ -58,7 +59,7 @@ def knowledge_candidates(
                 freshness=Freshness(
                     observed_at=first.observed_at,
                     expires_at=first.expires_at,
-                    revision=f"v{first.version}",
+                    revision=first.version,
                 ),
                 tokens=count_tokens(first.text) if first.tokens is None else first.tokens,
                 scanned=scanned(first.text, first.findings),
@@ -77,14 +78,14 @@ def transcript_candidates(
     """Matches from the caller's *other* visible sessions: evidence, fenced as data."""
     return [
         Candidate(
-            ref=f"session://{h.session_id}/events/{h.event.seq}",
+            ref=event_ref(h.session_id, h.event.seq),
             kind=Kind.RETRIEVAL,
             layer=Layer.SESSION,
             section=Section.DYNAMIC,
             role="system",
             content=h.event.content,
             tenant_id=tenant_id,
-            origin=f"session://{h.session_id}",
+            origin=session_ref(h.session_id),
             trust=Trust.EVIDENCE,
             sensitivity=DataLevel.INTERNAL,
             acl=Acl(whole_tenant=True),
@@ -127,7 +128,7 @@ def instruction_candidate(
 
 
 def _memory_ref(r: MemoryRecord) -> str:
-    return f"mem://{r.memory_id}@v{r.version}"
+    return memory_ref(r.memory_id, r.version)
 
 
 def _memory_candidate(r: MemoryRecord, *, count_tokens: Callable[[str], int],

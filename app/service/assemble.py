@@ -42,6 +42,7 @@ from app.core.model import (
 )
 from app.core.pipeline import PipelineConfig, assemble
 from app.core.redaction import RedactionProfile, resolve_profile
+from app.core.refs import bundle_ref
 from app.core.retrieval import (
     instruction_candidate,
     knowledge_candidates,
@@ -226,7 +227,7 @@ class Assembler:
         if got.bundle is not None and got.bundle.resolution.text.strip():
             b = got.bundle.binding
             out.append(instruction_candidate(
-                tenant_id=scope.tenant_id, ref=f"bundle://{b.bundle_id}@{b.revision}",
+                tenant_id=scope.tenant_id, ref=bundle_ref(b.bundle_id, b.revision),
                 origin=got.bundle.origin, text=got.bundle.resolution.text,
                 revision=b.revision, count_tokens=self._count))
         checkpoint = got.checkpoint

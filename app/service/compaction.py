@@ -57,6 +57,7 @@ from app.core.model import (
     tagged_findings,
     untag_findings,
 )
+from app.core.refs import compaction_ref, event_seq, session_events_pattern, session_ref
 from app.ports import CompactionStore, StoredCompaction
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
@@ -282,11 +283,6 @@ def _still_fresh(layer: Sequence[Candidate], view: SessionView, threshold: float
     return sum(c.tokens for c in layer) <= threshold or appended <= threshold / 4
 
 
-def _seq_of(ref: str) -> int | None:
-    head, _, tail = ref.rpartition("/events/")
-    return int(tail) if head and tail.isdigit() else None
-
-
 def session_view(outcome: CompactionOutcome, *, session_id: str,
                  with_checkpoint: bool) -> SessionView:
     """What a recorded outcome serves: the summary block (the checkpoint when there is no task
@@ -295,14 +291,14 @@ def session_view(outcome: CompactionOutcome, *, session_id: str,
     view: View = outcome.view
     known = {e.seq for e in outcome.prune.events}
     seqs = sorted({s for i in view.items if i.kind in ("sticky", "event")
-                   if (s := _seq_of(i.ref)) is not None and s in known})
+                   if (s := event_seq(i.ref)) is not None and s in known})
     kinds = ("pinned", "summary", "reference") + (("checkpoint",) if with_checkpoint else ())
     items = [i.content for i in view.items if i.kind in kinds]
     reference = view.mode == "reference"
     title = ("Earlier turns of this session (breaker open: uncompressed, by handle)"
              if reference else "Summary of the earlier session")
     block = (f"{title}; every event stays in the archive as "
-             f"session://{session_id}/events/{{seq}}:\n\n" + "\n\n".join(items)) if items else ""
+             f"{session_events_pattern(session_id)}:\n\n" + "\n\n".join(items)) if items else ""
     return SessionView(compaction_id=outcome.compaction_id, reference=reference, block=block,
                        kept_seqs=tuple(seqs), through_seq=max(known, default=0))
 
@@ -326,9 +322,9 @@ def view_candidates(view: SessionView, events: Sequence[SessionEvent], *, tenant
     if view.block:
         first = shown[0].seq if shown else None
         out.append(Candidate(
-            ref=f"session://{session_id}/compaction/{view.compaction_id}",
+            ref=compaction_ref(session_id, view.compaction_id),
             kind=Kind.SESSION, layer=Layer.SESSION, section=Section.SESSION, role="assistant",
-            content=view.block, tenant_id=tenant_id, origin=f"session://{session_id}",
+            content=view.block, tenant_id=tenant_id, origin=session_ref(session_id),
             trust=Trust.CURATED, sensitivity=DataLevel.INTERNAL, acl=WHOLE_TENANT,
             owner_user_id=owner_user_id, freshness=Freshness(),
             tokens=count_tokens(view.block), priority=90, never_compress=not view.reference,

@@ -1,19 +1,57 @@
 """Knowledge ingestion: chunk, count, scan, embed, index; a new version supersedes the old
 chunks. Each chunk's token count and detector findings are made here, once, and stored with
 it, so no turn re-tokenizes or rescans what it retrieves. A batch (``ingest_many``) makes one
-embedder call for all its chunks and one transaction for all its documents."""
+embedder call for all its chunks and one transaction for all its documents.
+
+Management (list, get, delete) is bounded by the key: a document above its data level or
+outside its domains is absent to it (404), as is another tenant's. Listing pages by
+``doc_id`` with an opaque cursor; a delete is audited as ``knowledge.deleted``."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from dataclasses import replace
 
 from app.core.chunking import chunk_text
+from app.core.errors import InvalidRequest, NotFound
 from app.core.guards.safety import Detector
-from app.ports import Embedder, KnowledgeStore, NewChunk, NewDocument, TokenCounter
+from app.core.ids import normalize_id
+from app.core.model import Principal
+from app.core.refs import doc_ref
+from app.ports import (
+    AuditRecord,
+    DocumentBounds,
+    DocumentInfo,
+    Embedder,
+    KnowledgeStore,
+    NewChunk,
+    NewDocument,
+    TokenCounter,
+)
 
 CHUNK_TOKENS = 320
 CHUNK_OVERLAP = 32
+
+
+def encode_cursor(doc_id: str) -> str:
+    """The page cursor after ``doc_id``: opaque to clients (URL-safe base64 of the id)."""
+    return base64.urlsafe_b64encode(doc_id.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    """The ``doc_id`` a cursor continues after; ``InvalidRequest`` if it is not one of ours."""
+    try:
+        return normalize_id(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+                            .decode())
+    except ValueError:  # binascii.Error, UnicodeDecodeError, an invalid id
+        raise InvalidRequest("cursor is not one this server gave") from None
+
+
+def bounds(principal: Principal) -> DocumentBounds:
+    """The documents ``principal`` may manage: those it could have ingested."""
+    return DocumentBounds(tenant_id=principal.tenant_id, max_level=principal.max_data_level,
+                          domains=principal.domains)
 
 
 class KnowledgeService:
@@ -44,3 +82,30 @@ class KnowledgeService:
                 for i, p in enumerate(ps))
             out.append(replace(document, chunks=chunks))
         return await self._store.upsert_many(tenant_id=tenant_id, documents=out)
+
+    async def list_documents(self, *, principal: Principal, cursor: str | None, limit: int
+                   ) -> tuple[list[DocumentInfo], str | None]:
+        """A page of documents and the cursor of the next page (None: this was the last)."""
+        after = None if cursor is None else decode_cursor(cursor)
+        rows = await self._store.list_documents(bounds=bounds(principal), after=after,
+                                                limit=limit + 1)
+        more = len(rows) > limit
+        page = rows[:limit]
+        return page, encode_cursor(page[-1].doc_id) if more else None
+
+    async def get_document(self, *, principal: Principal, doc_id: str) -> DocumentInfo:
+        info = await self._store.get_document(bounds=bounds(principal), doc_id=doc_id)
+        if info is None:
+            raise NotFound("document not found")
+        return info
+
+    async def delete_document(self, *, principal: Principal, doc_id: str) -> None:
+        def audit(info: DocumentInfo) -> AuditRecord:
+            return AuditRecord(turn_id=None, kind="knowledge.deleted",
+                               principal=principal.key_id, ref=doc_ref(doc_id), rule=None,
+                               detail={"version": info.version, "revision": info.revision,
+                                       "versions": info.versions, "chunks": info.chunks})
+
+        if await self._store.delete_document(bounds=bounds(principal), doc_id=doc_id,
+                                             audit=audit) is None:
+            raise NotFound("document not found")

@@ -67,9 +67,12 @@ async def test_scope_above_the_key_or_another_tenant_is_403(
     ({"budget": {"max_tokens": 1000, "reserve_output": 1000}}, "budget"),
     ({"data_level": "top-secret"}, "data_level"),
     ({"query": 42}, "query"),
-    ({"session_id": "a:b"}, "session_id"),
-    ({"session_id": "ѕess"}, "session_id"),  # Cyrillic look-alike
-    ({"user_id": "u" * 300}, "user_id"),
+    # Ids are opaque printable Unicode (a:b, look-alikes are ids; tests/api/test_ids.py):
+    ({"session_id": "a\u0007b"}, "session_id"),  # a control character
+    ({"session_id": "a\u200eb"}, "session_id"),  # an invisible format character
+    ({"session_id": " sess"}, "session_id"),  # leading whitespace
+    ({"session_id": ""}, "session_id"),
+    ({"user_id": "u" * 257}, "user_id"),
     ({"query_embedding": [0.1, 0.2]}, "query_embedding"),
     ({"surprise": True}, "surprise"),
 ])

@@ -47,7 +47,7 @@ async def stored_row(owner_url: str, table: str, where: str, *args: object
     return int(row["size"]), row["toast"]
 
 
-def doc(doc_id: str, texts: list[str], *, version: int = 1, acl: Acl = WHOLE,
+def doc(doc_id: str, texts: list[str], *, version: str = "1", acl: Acl = WHOLE,
         domain: str | None = None, level: DataLevel = DataLevel.INTERNAL,
         expires_at: datetime | None = None) -> NewDocument:
     return NewDocument(
@@ -127,12 +127,12 @@ async def test_reingest_same_version_is_idempotent(db: Database, tenant: str) ->
 async def test_new_version_supersedes_old_chunks(db: Database, tenant: str) -> None:
     store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=doc("d1", ["refund old", "refund old 2"]))
-    await store.upsert(tenant_id=tenant, document=doc("d1", ["refund new"], version=2))
+    await store.upsert(tenant_id=tenant, document=doc("d1", ["refund new"], version="2"))
     for hits in (await store.search_vector(query=query(tenant)),
                  await store.search_text(query=query(tenant))):
         assert [h.chunk_ref for h in hits] == ["kb://d1#v2:c0"]
     # A late re-ingest of an older version is stored but does not become current.
-    await store.upsert(tenant_id=tenant, document=doc("d1", ["refund older"], version=1))
+    await store.upsert(tenant_id=tenant, document=doc("d1", ["refund older"], version="1"))
     hits = await store.search_text(query=query(tenant))
     assert [h.chunk_ref for h in hits] == ["kb://d1#v2:c0"]
 

@@ -41,7 +41,7 @@ def unit_vectors(rng: np.random.Generator, n: int) -> Vectors:
 def documents(vectors: Vectors, per_doc: int) -> list[NewDocument]:
     return [
         NewDocument(
-            doc_id=f"doc{start // per_doc}", version=1, title=None, domain=None,
+            doc_id=f"doc{start // per_doc}", version="1", title=None, domain=None,
             sensitivity=DataLevel.PUBLIC, trust=Trust.EVIDENCE, acl=Acl(whole_tenant=True),
             observed_at=None, expires_at=None, source=None,
             chunks=tuple(

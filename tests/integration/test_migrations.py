@@ -16,7 +16,8 @@ from app.adapters.postgres.db import Database
 BUNDLE_TABLES = {"bundle_revisions", "bundle_channels", "bundle_denylist", "session_bundles"}
 MEMORY_TABLES = {"memories", "memory_history"}
 COMPACTION_TABLES = {"session_compactions"}
-LATER_TABLES = BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES | {"erasures"}
+TURN_TABLES = {"turn_appends"}
+LATER_TABLES = BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES | TURN_TABLES | {"erasures"}
 TENANT_TABLES = {"sessions", "session_events", "task_checkpoints", "knowledge_documents",
                  "knowledge_chunks", "manifests", "audit_log"}
 
@@ -75,7 +76,8 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
         "api_keys", "tenant_identity", "alembic_version"}
     assert up["policies"] == TENANT_TABLES | LATER_TABLES | {"api_keys"}
     # api_keys, tenant_identity, erasures: RLS enabled, not forced (see the migrations)
-    assert up["forced"] == TENANT_TABLES | BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES
+    assert up["forced"] == (TENANT_TABLES | BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES
+                            | TURN_TABLES)
     assert up["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
                                "ctxgate_key_revoke", "ctxgate_tenant_identity_set",
                                "ctxgate_open_erasures"}
@@ -137,3 +139,55 @@ async def test_app_database_reports_current(pg_owner_url: str) -> None:
         assert await db.migrations_current()
     finally:
         await db.close()
+
+
+DOC_ROWS = """
+SELECT d.doc_id, d.version, d.is_current, {revision} AS revision,
+       array_agg(c.version ORDER BY c.chunk_no) AS chunk_versions
+FROM knowledge_documents d JOIN knowledge_chunks c USING (tenant_id, doc_id, version)
+GROUP BY d.doc_id, d.version, d.is_current{group} ORDER BY d.doc_id, d.version
+"""
+
+
+async def _doc_rows(url: str, *, revision: bool) -> list[tuple[object, ...]]:
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            sql = DOC_ROWS.format(revision="d.revision" if revision else "NULL",
+                                  group=", d.revision" if revision else "")
+            return [tuple(r) for r in await conn.execute(text(sql))]
+    finally:
+        await engine.dispose()
+
+
+async def test_document_versions_become_labels_and_back(fresh_db: str, uid: str) -> None:
+    """0012 turns integer versions into labels with revisions in integer order (what was
+    current stays current); its downgrade turns each version back into its revision."""
+    role = f"ctxgate_mig_{uid}"
+    await asyncio.to_thread(migrate.upgrade, fresh_db, app_role=role, app_password=None,
+                            revision="0011")
+    chunk = ("INSERT INTO knowledge_chunks (tenant_id, doc_id, version, chunk_no, text, tokens,"
+             " embedding, search_text, sensitivity, trust, acl_all, acl_users, acl_groups,"
+             " is_current) VALUES ('t', '{d}', {v}, 0, 'x', 1, array_fill(0.1, ARRAY[384])"
+             "::vector, 'x', 1, 'reviewed', true, '{{}}', '{{}}', {cur})")
+    doc = ("INSERT INTO knowledge_documents (tenant_id, doc_id, version, sensitivity, trust,"
+           " acl_all, is_current{rev}) VALUES ('t', '{d}', {v}, 1, 'reviewed', true, {cur}"
+           "{revision})")
+    for doc_id, version, current in (("a", 10, True), ("a", 2, False), ("b", 1, True)):
+        await _admin(fresh_db, doc.format(d=doc_id, v=version, cur=current, rev="",
+                                          revision=""))
+        await _admin(fresh_db, chunk.format(d=doc_id, v=version, cur=current))
+
+    await asyncio.to_thread(migrate.upgrade, fresh_db, app_role=role, app_password=None)
+    assert await _doc_rows(fresh_db, revision=True) == [
+        ("a", "10", True, 2, ["10"]), ("a", "2", False, 1, ["2"]), ("b", "1", True, 1, ["1"])]
+
+    # A label no integer reads: back to its revision. "10" -> 2 while "2" -> 1 is a swap.
+    await _admin(fresh_db, doc.format(d="c", v="'v3'", cur=True, rev=", revision",
+                                      revision=", 1"))
+    await _admin(fresh_db, chunk.format(d="c", v="'v3'", cur=True))
+    await asyncio.to_thread(migrate.downgrade, fresh_db, "0011", app_role=role)
+    assert await _doc_rows(fresh_db, revision=False) == [
+        ("a", 1, False, None, [1]), ("a", 2, True, None, [2]), ("b", 1, True, None, [1]),
+        ("c", 1, True, None, [1])]
+    await asyncio.to_thread(migrate.downgrade, fresh_db, "base", app_role=role)

@@ -67,7 +67,7 @@ async def seed(db: Database, tenant: str) -> None:
         goal=f"goal of {tenant}"))
     store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
     await store.upsert(tenant_id=tenant, document=NewDocument(
-        doc_id="d1", version=1, title=None, domain=None, sensitivity=DataLevel.PUBLIC,
+        doc_id="d1", version="1", title=None, domain=None, sensitivity=DataLevel.PUBLIC,
         trust=Trust.REVIEWED, acl=Acl(whole_tenant=True), observed_at=None, expires_at=None,
         source=None, chunks=(NewChunk(chunk_no=0, text="refund timeout", tokens=2,
                                       embedding=[1.0] + [0.0] * 383),)))

@@ -98,7 +98,7 @@ def test_priority_has_a_floor() -> None:
 
 
 def test_counts_made_once_upstream_are_used_and_missing_ones_are_made() -> None:
-    hit = KnowledgeHit(chunk_ref="kb://d#v1:c0", doc_id="d", version=1, chunk_no=0,
+    hit = KnowledgeHit(chunk_ref="kb://d#v1:c0", doc_id="d", version="1", chunk_no=0,
                        text="four words of text", tenant_id="t", domain=None,
                        sensitivity=DataLevel.INTERNAL, trust=Trust.REVIEWED,
                        acl=Acl(whole_tenant=True), observed_at=None, expires_at=None, rank=1,

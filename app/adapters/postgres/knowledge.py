@@ -3,10 +3,17 @@
 Ingest (``upsert``; ``upsert_many`` writes a batch in one transaction, its documents'
 locks taken up front in one statement, in hash order, so two batches cannot deadlock), one
 transaction under a per-document advisory lock:
-- re-ingesting the same ``(doc_id, version)`` deletes and rewrites it (idempotent);
-- a version is current unless a higher version exists; making a version current marks every
-  other version of the document and its chunks ``is_current = false`` in the same
+- a version is the client's label; the document's ``revision`` orders its versions by first
+  ingest (1, 2, ...), and re-ingesting the same ``(doc_id, version)`` deletes and rewrites it
+  under its old revision (idempotent);
+- a version is current unless a version of a higher revision exists; making a version current
+  marks every other version of the document and its chunks ``is_current = false`` in the same
   transaction, so a search never sees two versions of one document.
+
+Management (``list_documents``, ``get_document``, ``delete_document``) sees a document by its
+current version, and only within the caller's bounds (data level, domains): outside them it
+is absent, the same as a missing one. A delete removes every version (its chunks cascade) and
+writes its audit record in the same transaction.
 
 Search pushes the whole permission decision down into SQL (``VISIBLE``): tenant, current
 version, ACL (whole tenant, user, or any shared group), domain (NULL-domain chunks always;
@@ -28,14 +35,16 @@ than ``k`` rows the uncapped exact scan runs. Full-text search ranks a bounded p
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from app.adapters.postgres.audit import insert_records
 from app.adapters.postgres.codec import dumps, vector_literal
 from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
 from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, tagged_findings, untag_findings
-from app.ports import KnowledgeQuery, NewDocument
+from app.core.refs import chunk_ref
+from app.ports import AuditRecord, DocumentBounds, DocumentInfo, KnowledgeQuery, NewDocument
 
 EXACT_MAX_ROWS = 1000  # exact search over <= 1k filtered vectors costs a few ms
 # At 100k chunks with a tenant holding 22% of them (100 queries, the bench's recall set):
@@ -130,14 +139,21 @@ SELECT count(pg_advisory_xact_lock(k)) FROM (
 DELETE_VERSION_SQL = """
 DELETE FROM knowledge_documents
 WHERE tenant_id = :tenant_id AND doc_id = :doc_id AND version = :version
+RETURNING revision
 """
+# ``:revision``: the rewritten version's own, or NULL for a new version (the next one).
 INSERT_DOC_SQL = """
-INSERT INTO knowledge_documents (tenant_id, doc_id, version, title, domain, sensitivity, trust,
-    acl_all, acl_users, acl_groups, observed_at, expires_at, source, is_current)
-SELECT :tenant_id, :doc_id, :version, :title, :domain, :sensitivity, :trust, :acl_all,
-    CAST(:acl_users AS text[]), CAST(:acl_groups AS text[]), :observed_at, :expires_at, :source,
+INSERT INTO knowledge_documents (tenant_id, doc_id, version, revision, title, domain,
+    sensitivity, trust, acl_all, acl_users, acl_groups, observed_at, expires_at, source,
+    is_current)
+SELECT :tenant_id, :doc_id, :version, r.revision, :title, :domain, :sensitivity, :trust,
+    :acl_all, CAST(:acl_users AS text[]), CAST(:acl_groups AS text[]), :observed_at,
+    :expires_at, :source,
     NOT EXISTS (SELECT 1 FROM knowledge_documents d WHERE d.tenant_id = :tenant_id
-                AND d.doc_id = :doc_id AND d.version > :version)
+                AND d.doc_id = :doc_id AND d.revision > r.revision)
+FROM (SELECT COALESCE(CAST(:revision AS integer),
+                      (SELECT COALESCE(max(d.revision), 0) + 1 FROM knowledge_documents d
+                       WHERE d.tenant_id = :tenant_id AND d.doc_id = :doc_id)) AS revision) r
 RETURNING is_current
 """
 SUPERSEDE_DOCS_SQL = """
@@ -161,11 +177,32 @@ FROM unnest(CAST(:chunk_nos AS integer[]), CAST(:texts AS text[]), CAST(:tokens 
             CAST(:search_texts AS text[]))
      AS ch(chunk_no, text, tokens, findings, embedding, search_text)
 """
+# A document as management sees it: its current version, within the caller's bounds.
+_INFO = """
+SELECT d.doc_id, d.version, d.revision, d.title, d.domain, d.sensitivity, d.trust, d.acl_all,
+    d.acl_users, d.acl_groups, d.observed_at, d.expires_at, d.source, d.created_at AS updated_at,
+    v.created_at, v.versions,
+    (SELECT count(*) FROM knowledge_chunks c WHERE c.tenant_id = d.tenant_id
+     AND c.doc_id = d.doc_id AND c.version = d.version) AS chunks
+FROM knowledge_documents d,
+     LATERAL (SELECT min(o.created_at) AS created_at, count(*) AS versions
+              FROM knowledge_documents o
+              WHERE o.tenant_id = d.tenant_id AND o.doc_id = d.doc_id) v
+WHERE d.tenant_id = :tenant_id AND d.is_current AND d.sensitivity <= :max_level
+    AND (CAST(:domains AS text[]) IS NULL OR d.domain = ANY (CAST(:domains AS text[])))
+"""
+LIST_DOCS_SQL = _INFO + """
+    AND (CAST(:after AS text) IS NULL OR d.doc_id > :after)
+ORDER BY d.doc_id LIMIT :limit
+"""
+GET_DOC_SQL = _INFO + "    AND d.doc_id = :doc_id"
+DELETE_DOC_SQL = "DELETE FROM knowledge_documents WHERE tenant_id = :tenant_id AND doc_id = :doc_id"
 _S = {name: Sql(sql) for name, sql in {
     "exact": SEARCH_EXACT_SQL, "ann": SEARCH_ANN_SQL,
     "fts": SEARCH_TEXT_SQL, "lock": LOCK_DOCS_SQL,
     "delete": DELETE_VERSION_SQL, "doc": INSERT_DOC_SQL, "old_docs": SUPERSEDE_DOCS_SQL,
     "old_chunks": SUPERSEDE_CHUNKS_SQL, "chunks": INSERT_CHUNKS_SQL,
+    "list": LIST_DOCS_SQL, "get": GET_DOC_SQL, "delete_doc": DELETE_DOC_SQL,
 }.items()}
 
 
@@ -183,7 +220,7 @@ def visible_params(query: KnowledgeQuery) -> dict[str, Any]:
 
 def _hit(row: Row, rank: int, ranker: str, *, tokenizer: str, detectors: str) -> KnowledgeHit:
     return KnowledgeHit(
-        chunk_ref=f"kb://{row.doc_id}#v{row.version}:c{row.chunk_no}",
+        chunk_ref=chunk_ref(row.doc_id, row.version, row.chunk_no),
         doc_id=row.doc_id,
         version=row.version,
         chunk_no=row.chunk_no,
@@ -201,6 +238,22 @@ def _hit(row: Row, rank: int, ranker: str, *, tokenizer: str, detectors: str) ->
         tokens=row.tokens if row.tokenizer == tokenizer else None,
         findings=untag_findings(row.findings, detectors),
     )
+
+
+def _info(row: Row) -> DocumentInfo:
+    return DocumentInfo(
+        doc_id=row.doc_id, version=row.version, revision=row.revision, versions=row.versions,
+        title=row.title, domain=row.domain, sensitivity=DataLevel(row.sensitivity),
+        trust=Trust(row.trust),
+        acl=Acl(whole_tenant=row.acl_all, users=tuple(row.acl_users),
+                groups=tuple(row.acl_groups)),
+        chunks=row.chunks, observed_at=row.observed_at, expires_at=row.expires_at,
+        source=row.source, created_at=row.created_at, updated_at=row.updated_at)
+
+
+def _bounds_params(bounds: DocumentBounds) -> dict[str, Any]:
+    return {"tenant_id": bounds.tenant_id, "max_level": int(bounds.max_level),
+            "domains": None if bounds.domains is None else list(bounds.domains)}
 
 
 def _doc_params(tenant_id: str, doc: NewDocument) -> dict[str, Any]:
@@ -246,9 +299,9 @@ class PgKnowledgeStore:
     async def _write(self, conn: Tx, tenant_id: str, document: NewDocument) -> int:
         doc = _doc_params(tenant_id, document)
         key = {k: doc[k] for k in ("tenant_id", "doc_id", "version")}
-        await conn.execute(_S["delete"], key)
+        revision = await conn.fetchval(_S["delete"], key)
         is_current = await conn.fetchval(_S["doc"], {
-            **doc, "title": document.title, "source": document.source,
+            **doc, "revision": revision, "title": document.title, "source": document.source,
         })
         if is_current:
             await conn.execute(_S["old_docs"], key)
@@ -269,6 +322,35 @@ class PgKnowledgeStore:
                 "search_texts": [fts.normalize(c.text) for c in chunks],
             })
         return len(document.chunks)
+
+    async def list_documents(self, *, bounds: DocumentBounds, after: str | None, limit: int
+                             ) -> list[DocumentInfo]:
+        async with self._db.read_tx(bounds.tenant_id) as conn:
+            rows = await conn.fetch(_S["list"], {**_bounds_params(bounds), "after": after,
+                                                 "limit": limit})
+        return [_info(r) for r in rows]
+
+    async def get_document(self, *, bounds: DocumentBounds, doc_id: str
+                           ) -> DocumentInfo | None:
+        async with self._db.read_tx(bounds.tenant_id) as conn:
+            row = await conn.fetchrow(_S["get"], {**_bounds_params(bounds), "doc_id": doc_id})
+        return None if row is None else _info(row)
+
+    async def delete_document(self, *, bounds: DocumentBounds, doc_id: str,
+                              audit: Callable[[DocumentInfo], AuditRecord]
+                              ) -> DocumentInfo | None:
+        """Under the document's ingest lock, so a concurrent ingest lands before or after."""
+        tenant_id = bounds.tenant_id
+        self._large = {k: v for k, v in self._large.items() if k[0] != tenant_id}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            await conn.execute(_S["lock"], {"tenant_id": tenant_id, "doc_ids": [doc_id]})
+            row = await conn.fetchrow(_S["get"], {**_bounds_params(bounds), "doc_id": doc_id})
+            if row is None:
+                return None
+            info = _info(row)
+            await conn.execute(_S["delete_doc"], {"tenant_id": tenant_id, "doc_id": doc_id})
+            await insert_records(conn, tenant_id, [audit(info)])
+        return info
 
     async def search_vector(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
         if query.embedding is None or query.k <= 0:

@@ -1,7 +1,7 @@
 """The Redis layer of a "forget me" erasure (``Eraser``): every cached key of the user.
 
 It SCANs the tenant's namespace (``{prefix}:t:{tenant}:``) and deletes each key whose segments
-hold a ``(kind, id)`` pair naming the user's data: ``s:<session id>`` (session tails and any
+hold a ``(kind, escaped id)`` pair naming the user's data: ``s:<session id>`` (session tails and any
 other per-session snapshot), ``turn:<turn id>`` (replay cache entries of the user's turns) or
 ``u:<user id>`` / ``user:<user id>`` (anything keyed by the user). Matching pairs, not bare
 segments, keeps a session id such as ``tail`` from matching every key of the tenant.
@@ -16,16 +16,22 @@ import itertools
 
 import redis.asyncio as aioredis
 
-from app.adapters.redis.keys import check_id, check_prefix
+from app.adapters.redis.keys import check_prefix, namespace, segment
 from app.ports import ErasureStore, ErasureTarget, LayerCount
 
 SCAN_COUNT = 1000
 
 
-def _kind(rest: list[str], target: ErasureTarget) -> str | None:
+def _wanted(target: ErasureTarget) -> dict[str, set[str]]:
+    """The key segments naming the user's data, per kind: key segments are escaped ids."""
+    user = segment(target.user_id, what="user_id")
+    return {"s": {segment(s, what="session_id") for s in target.session_ids},
+            "turn": {segment(t, what="turn_id") for t in target.turn_ids},
+            "u": {user}, "user": {user}}
+
+
+def _kind(rest: list[str], wanted: dict[str, set[str]]) -> str | None:
     """``kind:last-segment`` (``s:tail``, ``turn:replay``) when a pair names the user's data."""
-    wanted = {"s": set(target.session_ids), "turn": set(target.turn_ids),
-              "u": {target.user_id}, "user": {target.user_id}}
     for kind, value in itertools.pairwise(rest):
         if value in wanted.get(kind, ()):
             return f"{kind}:{rest[-1]}"
@@ -40,16 +46,14 @@ class RedisEraser:
         self._store = store
         self._prefix = check_prefix(prefix)
 
-    def _namespace(self, tenant_id: str) -> str:
-        return f"{self._prefix}:t:{check_id(tenant_id, what='tenant_id')}:"
-
     async def _matching(self, target: ErasureTarget) -> dict[bytes, str]:
-        ns = self._namespace(target.tenant_id)
+        ns = namespace(self._prefix, target.tenant_id)
+        wanted = _wanted(target)
         found: dict[bytes, str] = {}
         async for raw in self._r.scan_iter(match=f"{ns}*", count=SCAN_COUNT):
             key = raw if isinstance(raw, bytes) else str(raw).encode()
             rest = key.decode(errors="replace")[len(ns):].split(":")
-            kind = _kind(rest, target)
+            kind = _kind(rest, wanted)
             if kind is not None:
                 found[key] = kind
         return found

@@ -1,45 +1,53 @@
 """Key names for everything ctxgate keeps in Redis, tenant-namespaced by construction.
 
-Layout: ``{prefix}:t:{tenant_id}:{kind}:...`` — the tenant segment always comes second, so a key
-built for tenant A can never equal a key built for tenant B.
+Layout: ``{prefix}:t:{tenant}:{kind}:{id}:...`` — the tenant segment always comes second, so a
+key built for tenant A can never equal a key built for tenant B.
 
-Ids are validated upstream (``[A-Za-z0-9._-]{1,128}``), but the builder re-checks them: an id
-holding ``:`` could forge another key's shape, ``{``/``}`` would change Redis Cluster hash-slot
-routing, and whitespace or control characters make keys unreadable in tooling. Such an id is a
-bug upstream, so it raises ``ValueError`` rather than being escaped silently.
+Ids are opaque (``app.core.ids``: ``alice@acme.com``, ``agent:main:discord:channel:123``), so
+every id becomes a segment through ``segment`` (``escape_segment``): ``:`` cannot forge another
+key's shape, ``{``/``}`` cannot change Redis Cluster hash-slot routing, ``*?[]\\`` cannot widen
+a SCAN pattern, and whitespace or control characters never reach a key. Plain ids read as
+themselves. The erasure SCAN compares the segments of the keys it finds with ``segment`` of
+the ids it erases.
 """
 
 from __future__ import annotations
 
-MAX_ID_LEN = 128
-_FORBIDDEN = frozenset(":{}")
+from app.core.ids import escape_segment
+
+_GLOB = frozenset("*?[]\\")
 
 
-def check_id(value: str, *, what: str) -> str:
-    """``value`` unchanged if it is safe as a key segment, else ``ValueError``."""
-    if not value or len(value) > MAX_ID_LEN:
-        raise ValueError(f"{what} must be 1..{MAX_ID_LEN} characters")
-    for ch in value:
-        if ch in _FORBIDDEN or ch.isspace() or not ch.isprintable():
-            raise ValueError(f"{what} contains a forbidden character: {ch!r}")
-    return value
+def segment(value: str, *, what: str) -> str:
+    """``value`` as one key segment (escaped); ``ValueError`` if it is empty."""
+    if not value:
+        raise ValueError(f"{what} must not be empty")
+    return escape_segment(value)
 
 
 def check_prefix(prefix: str) -> str:
     # The prefix comes from settings, not users, and may itself hold ':' ("ctxgate:prod"); it
-    # still must not be empty or hold braces/whitespace, for the same reasons as ids.
-    if not prefix or any(ch in "{}" or ch.isspace() for ch in prefix):
-        raise ValueError("redis prefix must be non-empty, without braces or whitespace")
+    # still must not be empty, hold braces or whitespace (as ids may not), or glob characters,
+    # which would make the erasure's SCAN pattern match keys outside the namespace.
+    if not prefix or any(ch in "{}" or ch in _GLOB or ch.isspace() for ch in prefix):
+        raise ValueError("redis prefix must be non-empty, without braces, glob characters "
+                         "(* ? [ ] \\) or whitespace")
     return prefix
 
 
+def namespace(prefix: str, tenant_id: str) -> str:
+    """Every key of the tenant starts with this (it ends with ``:``)."""
+    return f"{prefix}:t:{segment(tenant_id, what='tenant_id')}:"
+
+
+def session_key(prefix: str, tenant_id: str, session_id: str, kind: str) -> str:
+    """``{namespace}s:{session}:{kind}`` — per-session data (``tail``, ``pins``)."""
+    return f"{namespace(prefix, tenant_id)}s:{segment(session_id, what='session_id')}:{kind}"
+
+
 def tail_key(prefix: str, tenant_id: str, session_id: str) -> str:
-    tenant = check_id(tenant_id, what="tenant_id")
-    session = check_id(session_id, what="session_id")
-    return f"{prefix}:t:{tenant}:s:{session}:tail"
+    return session_key(prefix, tenant_id, session_id, "tail")
 
 
 def replay_key(prefix: str, tenant_id: str, turn_id: str) -> str:
-    tenant = check_id(tenant_id, what="tenant_id")
-    turn = check_id(turn_id, what="turn_id")
-    return f"{prefix}:t:{tenant}:turn:{turn}:replay"
+    return f"{namespace(prefix, tenant_id)}turn:{segment(turn_id, what='turn_id')}:replay"

@@ -1,16 +1,17 @@
 """Per-session snapshot of a user's pinned memories, so the stable prefix holds mid-session.
 
 Contract: ``freeze(tenant_id, session_id, payload)`` stores ``payload`` at
-``{prefix}:t:{tenant_id}:s:{session_id}:pins`` with ``SET NX EX ttl_s`` and returns what is
-stored now (the first writer wins, so two concurrent first turns agree on one snapshot);
-``read`` returns it or ``None``. The TTL is the session tail's.
+``{prefix}:t:{tenant_id}:s:{session_id}:pins`` (ids escaped: ``app.adapters.redis.keys``)
+with ``SET NX EX ttl_s`` and returns what is stored now (the first writer wins, so two
+concurrent first turns agree on one snapshot); ``read`` returns it or ``None``. The TTL
+is the session tail's.
 """
 
 from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from app.adapters.redis.keys import check_id, check_prefix
+from app.adapters.redis.keys import check_prefix, session_key
 
 
 class RedisPinSnapshots:
@@ -20,9 +21,7 @@ class RedisPinSnapshots:
         self._ttl_s = ttl_s
 
     def key(self, tenant_id: str, session_id: str) -> str:
-        tenant = check_id(tenant_id, what="tenant_id")
-        session = check_id(session_id, what="session_id")
-        return f"{self._prefix}:t:{tenant}:s:{session}:pins"
+        return session_key(self._prefix, tenant_id, session_id, "pins")
 
     async def read(self, tenant_id: str, session_id: str) -> bytes | None:
         value = await self._r.get(self.key(tenant_id, session_id))

@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from app.api.deps import ContainerDep, PlatformAdminDep
 from app.api.routing import OrjsonRoute
-from app.api.schemas import ID_PATTERN, KeyCreate, KeyCreated, Problem, TenantIdentityIn
+from app.api.schemas import Id, KeyCreate, KeyCreated, MintedId, Problem, TenantIdentityIn
 from app.core.model import DataLevel, Role, Visibility
 from app.ports import NewKey
 
@@ -31,15 +31,15 @@ async def create_key(body: KeyCreate, _: PlatformAdminDep, container: ContainerD
 
 @router.delete("/v1/admin/keys/{key_id}", status_code=204,
                responses=ERRORS)  # type: ignore[arg-type]
-async def revoke_key(key_id: Annotated[str, Path(pattern=ID_PATTERN)], _: PlatformAdminDep,
+async def revoke_key(key_id: Annotated[MintedId, Path()], _: PlatformAdminDep,
                      container: ContainerDep) -> Response:
     await container.keys.revoke(key_id)
     return Response(status_code=204)
 
 
-@router.put("/v1/admin/tenants/{tenant_id}/identity", status_code=204,
+@router.put("/v1/admin/tenants/{tenant_id:path}/identity", status_code=204,
             responses=ERRORS)  # type: ignore[arg-type]
-async def set_tenant_identity(tenant_id: Annotated[str, Path(pattern=ID_PATTERN)],
+async def set_tenant_identity(tenant_id: Annotated[Id, Path()],
                               body: TenantIdentityIn, _: PlatformAdminDep,
                               container: ContainerDep) -> Response:
     """Require (or stop requiring) signed end-user assertions for a tenant."""

@@ -9,12 +9,12 @@ from fastapi import APIRouter, Path, Query
 from app.api.deps import AdminDep, ContainerDep, ReaderDep
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
-    ID_PATTERN,
     BundleDiff,
     BundleIn,
     BundleOut,
     BundleRevisionOut,
     ChannelOut,
+    Id,
     Problem,
     PromoteIn,
     RelPath,
@@ -25,8 +25,8 @@ from app.core.registry import BundleRevision, Channel
 
 router = APIRouter(tags=["bundles"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
-BundleId = Annotated[str, Path(pattern=ID_PATTERN)]
-Revision = Annotated[str, Path(pattern=ID_PATTERN)]
+BundleId = Annotated[Id, Path()]
+Revision = Annotated[Id, Path()]
 
 
 def _out(rev: BundleRevision, *, files: bool = False) -> BundleRevisionOut:
@@ -55,18 +55,8 @@ async def register_bundle(body: BundleIn, principal: AdminDep, container: Contai
     return _out(rev)
 
 
-@router.get("/v1/bundles/{bundle_id}", response_model=BundleOut,
-            responses=ERRORS)  # type: ignore[arg-type]
-async def get_bundle(bundle_id: BundleId, principal: ReaderDep, container: ContainerDep
-                     ) -> BundleOut:
-    revisions, channel = await container.bundles.overview(tenant_id=principal.tenant_id,
-                                                          bundle_id=bundle_id)
-    return BundleOut(bundle_id=bundle_id, revisions=[_out(r) for r in revisions],
-                     channel=_channel(channel))
-
-
-@router.get("/v1/bundles/{bundle_id}/revisions/{revision}", response_model=BundleRevisionOut,
-            responses=ERRORS)  # type: ignore[arg-type]
+@router.get("/v1/bundles/{bundle_id:path}/revisions/{revision:path}",
+            response_model=BundleRevisionOut, responses=ERRORS)  # type: ignore[arg-type]
 async def get_revision(bundle_id: BundleId, revision: Revision, principal: ReaderDep,
                        container: ContainerDep) -> BundleRevisionOut:
     rev = await container.bundles.revision(tenant_id=principal.tenant_id, bundle_id=bundle_id,
@@ -74,7 +64,7 @@ async def get_revision(bundle_id: BundleId, revision: Revision, principal: Reade
     return _out(rev, files=True)
 
 
-@router.post("/v1/bundles/{bundle_id}/revisions/{revision}/revoke",
+@router.post("/v1/bundles/{bundle_id:path}/revisions/{revision:path}/revoke",
              response_model=BundleOut, responses=ERRORS)  # type: ignore[arg-type]
 async def revoke_revision(bundle_id: BundleId, revision: Revision, body: RevokeIn,
                           principal: AdminDep, container: ContainerDep) -> BundleOut:
@@ -83,7 +73,7 @@ async def revoke_revision(bundle_id: BundleId, revision: Revision, body: RevokeI
     return await get_bundle(bundle_id, principal, container)
 
 
-@router.post("/v1/bundles/{bundle_id}/promote", response_model=ChannelOut,
+@router.post("/v1/bundles/{bundle_id:path}/promote", response_model=ChannelOut,
              responses=ERRORS)  # type: ignore[arg-type]
 async def promote(bundle_id: BundleId, body: PromoteIn, principal: AdminDep,
                   container: ContainerDep) -> ChannelOut:
@@ -96,14 +86,25 @@ async def promote(bundle_id: BundleId, body: PromoteIn, principal: AdminDep,
     return out
 
 
-@router.get("/v1/bundles/{bundle_id}/diff", response_model=BundleDiff,
+@router.get("/v1/bundles/{bundle_id:path}/diff", response_model=BundleDiff,
             responses=ERRORS)  # type: ignore[arg-type]
 async def diff(bundle_id: BundleId, principal: ReaderDep, container: ContainerDep,
-               from_: Annotated[str, Query(alias="from", pattern=ID_PATTERN)],
-               to: Annotated[str, Query(pattern=ID_PATTERN)], cwd: RelPath = "",
+               from_: Annotated[Id, Query(alias="from")],
+               to: Annotated[Id, Query()], cwd: RelPath = "",
                session_type: SessionType = "main") -> BundleDiff:
     """What changed in the resolved text and its token footprint between two revisions."""
     result = await container.bundles.diff(
         tenant_id=principal.tenant_id, bundle_id=bundle_id, old=from_, new=to,
         workspace_cwd=cwd, session_type=session_type)
     return BundleDiff.model_validate(result)
+
+
+# Last: a bundle id may hold "/", so this route would also match the ones above.
+@router.get("/v1/bundles/{bundle_id:path}", response_model=BundleOut,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def get_bundle(bundle_id: BundleId, principal: ReaderDep, container: ContainerDep
+                     ) -> BundleOut:
+    revisions, channel = await container.bundles.overview(tenant_id=principal.tenant_id,
+                                                          bundle_id=bundle_id)
+    return BundleOut(bundle_id=bundle_id, revisions=[_out(r) for r in revisions],
+                     channel=_channel(channel))

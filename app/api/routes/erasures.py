@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path
 
 from app.api.deps import AdminDep, ContainerDep, OpsDep
 from app.api.routing import OrjsonRoute
-from app.api.schemas import ID_PATTERN, ErasureAccepted, ErasureIn, ErasureOut, Problem
+from app.api.schemas import ErasureAccepted, ErasureIn, ErasureOut, MintedId, Problem
 from app.service.erasure import tombstone
 
 router = APIRouter(tags=["erasures"], route_class=OrjsonRoute)
@@ -26,7 +26,7 @@ async def request_erasure(body: ErasureIn, principal: AdminDep, container: Conta
 
 @router.get("/v1/erasures/{erasure_id}", response_model=ErasureOut,
             responses=ERRORS)  # type: ignore[arg-type]
-async def get_erasure(erasure_id: Annotated[str, Path(pattern=ID_PATTERN)], principal: OpsDep,
+async def get_erasure(erasure_id: Annotated[MintedId, Path()], principal: OpsDep,
                       container: ContainerDep) -> ErasureOut:
     job = await container.erasures.get(principal=principal, erasure_id=erasure_id)
     finished = job.status in ("done", "failed")

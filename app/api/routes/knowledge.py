@@ -1,26 +1,42 @@
 """Knowledge ingestion: chunked, embedded and indexed for vector and full-text search; one
-document or a batch (``{"items": [...]}``, ``app.api.batch``)."""
+document or a batch (``{"items": [...]}``, ``app.api.batch``). Listing, reading and deleting
+documents by id.
+
+A document id travels in the path percent-encoded (``docs%2Fpayments%2Frefund.md``) and is
+decoded once, by the server, so ``a%2Fb`` names ``a/b`` and ``a%252Fb`` names ``a%2Fb``;
+``{doc_id:path}`` also takes an unencoded ``/``. A client encodes ``.`` and ``..`` as
+``%2E``: URL libraries resolve those segments before sending."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
 
 from app.api.batch import check_each
-from app.api.deps import ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.deps import ContainerDep, ReaderDep, RuntimeDep, check_tenant_claim, require
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     DocumentBatchIn,
     DocumentBatchOut,
     DocumentIn,
     DocumentIngested,
+    DocumentList,
+    DocumentOut,
     DocumentWriteIn,
+    Id,
     Problem,
 )
 from app.core.errors import ForbiddenScope
-from app.core.model import DataLevel
+from app.core.model import DataLevel, Principal, Role
 
 router = APIRouter(tags=["knowledge"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 413, 422)}
+READ_ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": Problem} for s in (401, 403, 404, 422)}
+DocId = Annotated[Id, Path(description="percent-encoded; decoded once")]
+# Deleting is a write: the runtime keys that ingest, and admins; ops keys only read.
+WriterDep = Annotated[Principal, require(Role.RUNTIME, Role.ADMIN)]
 
 
 @router.post("/v1/knowledge/documents", status_code=201,
@@ -48,3 +64,35 @@ async def ingest_document(body: DocumentWriteIn, principal: RuntimeDep,
     out = [DocumentIngested(doc_id=item.doc_id, version=item.version, chunks=n)
            for item, n in zip(items, counts, strict=True)]
     return DocumentBatchOut(items=out) if batch else out[0]
+
+
+@router.get("/v1/knowledge/documents", response_model=DocumentList, responses=READ_ERRORS)
+async def list_documents(
+    principal: ReaderDep, container: ContainerDep,
+    cursor: Annotated[str | None, Query(max_length=1024,
+                                        description="next_cursor of the previous page")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> DocumentList:
+    """The tenant's documents by id, each by its current version (no text); only those within
+    the key's data level and domains."""
+    page, nxt = await container.knowledge.list_documents(principal=principal, cursor=cursor,
+                                                         limit=limit)
+    return DocumentList(documents=[DocumentOut.of(d) for d in page], next_cursor=nxt)
+
+
+@router.get("/v1/knowledge/documents/{doc_id:path}", response_model=DocumentOut,
+            responses=READ_ERRORS)
+async def get_document(doc_id: DocId, principal: ReaderDep,
+                       container: ContainerDep) -> DocumentOut:
+    """One document's metadata; another tenant's, or one outside the key's bounds, is 404."""
+    return DocumentOut.of(await container.knowledge.get_document(principal=principal,
+                                                                 doc_id=doc_id))
+
+
+@router.delete("/v1/knowledge/documents/{doc_id:path}", status_code=204,
+               response_class=Response, responses=READ_ERRORS)
+async def delete_document(doc_id: DocId, principal: WriterDep,
+                          container: ContainerDep) -> Response:
+    """Every version of the document and its chunks; audited as ``knowledge.deleted``."""
+    await container.knowledge.delete_document(principal=principal, doc_id=doc_id)
+    return Response(status_code=204)

@@ -8,14 +8,14 @@ from fastapi import APIRouter, Path, Query
 
 from app.api.deps import ContainerDep, OpsDep, ReaderDep
 from app.api.routing import OrjsonRoute
-from app.api.schemas import ID_PATTERN, AuditList, ManifestList, ManifestOut, Problem
+from app.api.schemas import AuditList, Id, ManifestList, ManifestOut, Problem
 from app.core.errors import NotFound
 from app.core.model import Principal, Role
 from app.ports import ManifestFilter, StoredManifest
 
 router = APIRouter(tags=["manifests"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (401, 403, 404, 422)}
-IdQuery = Annotated[str | None, Query(pattern=ID_PATTERN)]
+IdQuery = Annotated[Id | None, Query()]
 
 
 def _visible(principal: Principal, m: StoredManifest) -> bool:
@@ -23,9 +23,9 @@ def _visible(principal: Principal, m: StoredManifest) -> bool:
     return principal.role != Role.RUNTIME or m.key_id == principal.key_id
 
 
-@router.get("/v1/manifests/{turn_id}", response_model=ManifestOut,
+@router.get("/v1/manifests/{turn_id:path}", response_model=ManifestOut,
             responses=ERRORS)  # type: ignore[arg-type]
-async def get_manifest(turn_id: Annotated[str, Path(pattern=ID_PATTERN)], principal: ReaderDep,
+async def get_manifest(turn_id: Annotated[Id, Path()], principal: ReaderDep,
                        container: ContainerDep) -> ManifestOut:
     found = await container.manifests.get(tenant_id=principal.tenant_id, turn_id=turn_id)
     if found is None or not _visible(principal, found):

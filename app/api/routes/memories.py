@@ -25,7 +25,7 @@ from app.api.deps import (
 )
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
-    ID_PATTERN,
+    Id,
     MemoryBatchIn,
     MemoryBatchOut,
     MemoryDecisionOut,
@@ -34,6 +34,7 @@ from app.api.schemas import (
     MemoryList,
     MemoryOut,
     MemoryWriteIn,
+    MintedId,
     Problem,
 )
 from app.core.errors import ForbiddenScope
@@ -41,8 +42,8 @@ from app.core.model import Role
 from app.ports import MemoryFilter
 from app.service.identity import bind_user
 
-MemoryId = Annotated[str, Path(pattern=ID_PATTERN)]
-UserQ = Annotated[str | None, Query(pattern=ID_PATTERN)]
+MemoryId = Annotated[MintedId, Path()]
+UserQ = Annotated[Id | None, Query()]
 
 router = APIRouter(tags=["memories"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Path, Query
 from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
-    ID_PATTERN,
     INT32_MAX,
     CompactionOut,
     CompactRequest,
@@ -19,6 +18,7 @@ from app.api.schemas import (
     EventsAppend,
     EventsAppended,
     EventsPage,
+    Id,
     Problem,
     TranscriptHitOut,
     TranscriptSearch,
@@ -31,11 +31,11 @@ from app.service.identity import bind_user
 
 router = APIRouter(tags=["sessions"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 413, 422)}
-SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
+SessionId = Annotated[Id, Path()]
 
 
-@router.post("/v1/sessions/{session_id}/events", status_code=201, response_model=EventsAppended,
-             responses=ERRORS)  # type: ignore[arg-type]
+@router.post("/v1/sessions/{session_id:path}/events", status_code=201,
+             response_model=EventsAppended, responses=ERRORS)  # type: ignore[arg-type]
 async def append_events(session_id: SessionId, body: EventsAppend, principal: RuntimeDep,
                         container: ContainerDep, assertion: AssertionDep = None
                         ) -> EventsAppended:
@@ -49,11 +49,11 @@ async def append_events(session_id: SessionId, body: EventsAppend, principal: Ru
     return EventsAppended(session_id=session_id, seqs=seqs)
 
 
-@router.get("/v1/sessions/{session_id}/events", response_model=EventsPage,
+@router.get("/v1/sessions/{session_id:path}/events", response_model=EventsPage,
             responses=ERRORS)  # type: ignore[arg-type]
 async def read_events(
     session_id: SessionId, principal: RuntimeDep, container: ContainerDep,
-    user_id: Annotated[str, Query(pattern=ID_PATTERN)],
+    user_id: Annotated[Id, Query()],
     after_seq: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     assertion: AssertionDep = None,
@@ -69,11 +69,11 @@ async def read_events(
                       next_after_seq=out[-1].seq if len(out) == limit else None)
 
 
-@router.get("/v1/sessions/{session_id}/search", response_model=TranscriptSearch,
+@router.get("/v1/sessions/{session_id:path}/search", response_model=TranscriptSearch,
             responses=ERRORS)  # type: ignore[arg-type]
 async def search_transcripts(
     session_id: SessionId, principal: RuntimeDep, container: ContainerDep,
-    user_id: Annotated[str, Query(pattern=ID_PATTERN)],
+    user_id: Annotated[Id, Query()],
     q: Annotated[str, Query(min_length=1, max_length=1000)],
     visibility: VisibilityName = "tree",
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
@@ -94,7 +94,7 @@ async def search_transcripts(
         content=h.event.content, rank=h.rank) for h in hits])
 
 
-@router.post("/v1/sessions/{session_id}/compact", response_model=CompactionOut,
+@router.post("/v1/sessions/{session_id:path}/compact", response_model=CompactionOut,
              responses=ERRORS)  # type: ignore[arg-type]
 async def compact_session(session_id: SessionId, body: CompactRequest, principal: RuntimeDep,
                           container: ContainerDep, assertion: AssertionDep = None

@@ -10,11 +10,11 @@ from fastapi import APIRouter, Path, Query
 from app.api.deps import AssertionDep, ContainerDep, ReaderDep, RuntimeDep, check_tenant_claim
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
-    ID_PATTERN,
     INT32_MAX,
     CheckpointIn,
     CheckpointOut,
     CheckpointSaved,
+    Id,
     Problem,
 )
 from app.core.errors import InvalidRequest
@@ -23,10 +23,10 @@ from app.service.identity import bind_user
 
 router = APIRouter(tags=["tasks"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
-TaskId = Annotated[str, Path(pattern=ID_PATTERN)]
+TaskId = Annotated[Id, Path()]
 
 
-@router.put("/v1/tasks/{task_id}/checkpoint", response_model=CheckpointSaved,
+@router.put("/v1/tasks/{task_id:path}/checkpoint", response_model=CheckpointSaved,
             responses=ERRORS)  # type: ignore[arg-type]
 async def put_checkpoint(task_id: TaskId, body: CheckpointIn, principal: RuntimeDep,
                          container: ContainerDep, assertion: AssertionDep = None
@@ -39,12 +39,12 @@ async def put_checkpoint(task_id: TaskId, body: CheckpointIn, principal: Runtime
     return CheckpointSaved(task_id=task_id, revision=revision)
 
 
-@router.get("/v1/tasks/{task_id}/checkpoint", response_model=CheckpointOut,
+@router.get("/v1/tasks/{task_id:path}/checkpoint", response_model=CheckpointOut,
             responses=ERRORS)  # type: ignore[arg-type]
 async def get_checkpoint(
     task_id: TaskId, principal: ReaderDep, container: ContainerDep,
     revision: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
-    user_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
+    user_id: Annotated[Id | None, Query()] = None,
     assertion: AssertionDep = None,
 ) -> CheckpointOut:
     if principal.role is Role.RUNTIME and user_id is None:

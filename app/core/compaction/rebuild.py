@@ -26,6 +26,7 @@ from app.core.candidates import checkpoint_core_text, checkpoint_detail_text
 from app.core.compaction import text as tx
 from app.core.compaction.values import View, ViewItem
 from app.core.model import SessionEvent, TaskCheckpoint
+from app.core.refs import checkpoint_ref, summary_ref
 
 _GENERIC = frozenset(("test", "tests", "failed", "passed", "fail", "pass", "run", "测试", "失败",
                       "通过"))
@@ -82,11 +83,13 @@ def find_sticky(events: Sequence[SessionEvent], *, before_seq: int | None) -> tu
 def _checkpoint_items(cp: TaskCheckpoint | None) -> list[ViewItem]:
     if cp is None:
         return []
-    ref = f"task://{cp.task_id}/checkpoint/{cp.revision}"
-    items = [ViewItem(kind="checkpoint", ref=f"{ref}#core", content=checkpoint_core_text(cp))]
+    items = [ViewItem(kind="checkpoint", ref=checkpoint_ref(cp.task_id, cp.revision, "core"),
+                      content=checkpoint_core_text(cp))]
     detail = checkpoint_detail_text(cp)
     if detail:
-        items.append(ViewItem(kind="checkpoint", ref=f"{ref}#detail", content=detail))
+        items.append(ViewItem(kind="checkpoint",
+                              ref=checkpoint_ref(cp.task_id, cp.revision, "detail"),
+                              content=detail))
     return items
 
 
@@ -102,7 +105,7 @@ def rebuild(checkpoint: TaskCheckpoint | None, summary: str,
     items = _checkpoint_items(checkpoint)
     items += [ViewItem(kind="pinned", ref="pinned", content=p) for p in pinned]
     if summary:
-        items.append(ViewItem(kind="summary", ref=f"session://{session_id}/summary",
+        items.append(ViewItem(kind="summary", ref=summary_ref(session_id),
                               content=summary))
     items += _events("sticky", [e for e in sticky if e.seq not in tail], session_id)
     items += _events("event", recent_tail, session_id)

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from app.core.detectors.literals import Cue
 from app.core.fts import query_terms
 from app.core.model import SessionEvent
+from app.core.refs import event_ref as event_ref  # the view and the checkpoint cite it
 
 _I = re.IGNORECASE
 QUALIFIERS: tuple[tuple[str, Cue], ...] = (
@@ -54,15 +55,11 @@ EFFECT_VERB = Cue(re.compile(
     r"\b(created|deployed|sent|opened)\b|(已?创建|已?部署|已?发送|已?打开)", _I))
 EFFECT_ID = re.compile(
     r"#(\w+(?:[.-]\w+)*)|\bid[=:\s]+(\w+(?:[.-]\w+)*)|\b([a-z]+-\d+|\d{3,}|[0-9a-f]{7,40})\b", _I)
-REF = re.compile(r"session://[^\s\]\)]+/events/\d+")
+# A session segment is escaped (app.core.refs), so it is drawn from this alphabet alone.
+REF = re.compile(r"session://[A-Za-z0-9._~%-]+/events/\d+")
 _SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 _WS = re.compile(r"\s+")
 MAX_SENTENCE_CHARS = 600
-
-
-def event_ref(session_id: str, seq: int) -> str:
-    """The archive handle of one event: the view and the checkpoint cite it."""
-    return f"session://{session_id}/events/{seq}"
 
 
 def sentences(text: str) -> Iterator[str]:
