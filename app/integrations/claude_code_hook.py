@@ -62,6 +62,10 @@ MAX_QUERY_CHARS = 32_000  # POST /v1/context's query
 MAX_EVENT_CHARS = 200_000  # an event's content
 CLIPPED = "\n[clipped by ctxgate hook]"
 START_QUERY = "Context for the start of this coding session"
+# Claude Code keeps at most 10,000 characters of additionalContext in the context (past that
+# a 2,000-character preview and a file path: anthropics/claude-code#94358). The text is the
+# stable and dynamic shares of the budget (0.65 by default): 3,000 tokens stay under it.
+HOOK_BUDGET_TOKENS = 3000
 
 
 class HookError(Exception):
@@ -130,7 +134,7 @@ class Hook:
         d = self.config.defaults
         turn = await self.client.assemble_context(
             user_id=self.config.user_id, query=clip(query, MAX_QUERY_CHARS, ""),
-            session_id=p.session_id, task_id=d.task_id, budget=d.budget_tokens,
+            session_id=p.session_id, task_id=d.task_id, budget=budget_of(self.config),
             domain=d.domain, data_level=d.data_level, workspace=self._workspace(p),
             append_events=append, turn_id=f"cc-{uuid.uuid4().hex}" if append else None)
         text = context_text(turn)
@@ -169,7 +173,8 @@ class Hook:
     async def pre_compact(self, p: PreCompact) -> Output:
         d = self.config.defaults
         await self.client.compact_session(p.session_id, user_id=self.config.user_id,
-                                          budget_tokens=d.budget_tokens, task_id=d.task_id)
+                                          budget_tokens=budget_of(self.config),
+                                          task_id=d.task_id)
         return None
 
     async def stop(self, p: Stop) -> Output:
@@ -190,6 +195,10 @@ EVENTS: dict[str, tuple[type[Payload], Handler]] = {
     "PreCompact": (PreCompact, Hook.pre_compact),
     "Stop": (Stop, Hook.stop),
 }
+
+
+def budget_of(config: Config) -> int:
+    return config.defaults.budget_tokens or HOOK_BUDGET_TOKENS
 
 
 def clip(text: str, limit: int, marker: str = CLIPPED) -> str:
@@ -264,7 +273,7 @@ async def _handle(event: str, payload: Payload, config: Config,
                   env: Mapping[str, str]) -> Output:
     deadline = config.hook_timeout_s
     async with AsyncCtxgateClient(
-            config.url, config.api_key or "", user_assertion=config.user_assertion,
+            config.url, config.api_key, user_assertion=config.user_assertion,
             timeout=httpx.Timeout(deadline),
             retry=RetryPolicy(max_attempts=2, max_wait=deadline / 2)) as client:
         return await EVENTS[event][1](Hook(client, config, env), payload)

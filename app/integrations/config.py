@@ -3,14 +3,14 @@
 | variable | meaning |
 | --- | --- |
 | ``CTXGATE_URL`` | the server (default ``http://127.0.0.1:8080``) |
-| ``CTXGATE_API_KEY`` | a runtime key of the tenant |
+| ``CTXGATE_API_KEY`` | a runtime key of the tenant (required) |
 | ``CTXGATE_USER_ID`` | the end user every call acts for (required) |
 | ``CTXGATE_USER_ASSERTION`` | the signed end-user JWT, for tenants that require one |
 | ``CTXGATE_DOMAIN`` | a turn's default knowledge domain |
 | ``CTXGATE_DATA_LEVEL`` | a turn's default data level (``internal`` when unset) |
 | ``CTXGATE_TASK_ID`` | the task whose state the hook's turns carry and compaction commits to |
 | ``CTXGATE_BUNDLE_ID`` | the instruction bundle a turn resolves (``workspace.bundle_id``) |
-| ``CTXGATE_BUDGET_TOKENS`` | a turn's default token budget (default 8000) |
+| ``CTXGATE_BUDGET_TOKENS`` | a turn's token budget (default: 8000 for MCP, 3000 for the hook) |
 | ``CTXGATE_HOOK_TIMEOUT_S`` | the hook's deadline for all its calls (default 5 s) |
 
 ``load(env)`` reads them and raises ``ConfigError`` naming the variable at fault, so each
@@ -43,13 +43,13 @@ class TurnDefaults:
     data_level: DataLevel = "internal"
     task_id: str | None = None
     bundle_id: str | None = None
-    budget_tokens: int = DEFAULT_BUDGET_TOKENS
+    budget_tokens: int | None = None  # None: the integration's own default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
     url: str
-    api_key: str | None
+    api_key: str
     user_id: str
     user_assertion: str | None
     defaults: TurnDefaults
@@ -80,7 +80,7 @@ def _number(env: Mapping[str, str], name: str, default: float, *, low: float, hi
     except ValueError:
         raise ConfigError(f"{name} must be a number, not {raw!r}") from None
     if not (math.isfinite(value) and low <= value <= high):
-        raise ConfigError(f"{name} must be between {low:g} and {high:g}, not {raw!r}")
+        raise ConfigError(f"{name} must be between {low:.10g} and {high:.10g}, not {raw!r}")
     return value
 
 
@@ -89,19 +89,23 @@ def load(env: Mapping[str, str]) -> Config:
     user = _get(env, "CTXGATE_USER_ID")
     if user is None:
         raise ConfigError("CTXGATE_USER_ID is not set: it names the end user ctxgate acts for")
-    budget = _number(env, "CTXGATE_BUDGET_TOKENS", DEFAULT_BUDGET_TOKENS, low=256,
-                     high=2_000_000)
-    if budget != int(budget):
+    key = _get(env, "CTXGATE_API_KEY")
+    if key is None:
+        raise ConfigError("CTXGATE_API_KEY is not set: it takes a runtime key of the tenant "
+                          "(ctxgate keys create --tenant T --role runtime --quiet)")
+    budget = _number(env, "CTXGATE_BUDGET_TOKENS", 0, low=256, high=2_000_000) \
+        if _get(env, "CTXGATE_BUDGET_TOKENS") else None
+    if budget is not None and budget != int(budget):
         raise ConfigError(f"CTXGATE_BUDGET_TOKENS must be a whole number, not {budget:g}")
     return Config(
         url=_get(env, "CTXGATE_URL") or DEFAULT_URL,
-        api_key=_get(env, "CTXGATE_API_KEY"),
+        api_key=key,
         user_id=user,
         user_assertion=_get(env, "CTXGATE_USER_ASSERTION"),
         defaults=TurnDefaults(
             domain=_get(env, "CTXGATE_DOMAIN"),
             data_level=data_level(_get(env, "CTXGATE_DATA_LEVEL"), name="CTXGATE_DATA_LEVEL"),
             task_id=_get(env, "CTXGATE_TASK_ID"), bundle_id=_get(env, "CTXGATE_BUNDLE_ID"),
-            budget_tokens=int(budget)),
+            budget_tokens=None if budget is None else int(budget)),
         hook_timeout_s=_number(env, "CTXGATE_HOOK_TIMEOUT_S", DEFAULT_HOOK_TIMEOUT_S,
                                low=0.1, high=600))

@@ -48,6 +48,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.core.render.shared import DATA_PREFACE, fence_text
 from app.integrations.config import (
+    DEFAULT_BUDGET_TOKENS,
     Config,
     ConfigError,
     DataLevel,
@@ -179,7 +180,8 @@ def build_server(callers: Callers) -> MCPServer[Any]:
                 raise ToolInputError("append_events needs a session_id")
             turn = await c.client.assemble_context(
                 user_id=c.user_id, query=query, session_id=session_id,
-                task_id=task_id or d.task_id, budget=budget_tokens or d.budget_tokens,
+                task_id=task_id or d.task_id,
+                budget=budget_tokens or d.budget_tokens or DEFAULT_BUDGET_TOKENS,
                 domain=domain or d.domain, data_level=data_level or d.data_level,
                 append_events=append_events, turn_id=turn_id,
                 workspace={"bundle_id": d.bundle_id} if d.bundle_id else None)
@@ -357,7 +359,7 @@ def run_stdio(env: Mapping[str, str]) -> int:
 
 
 async def _serve_stdio(config: Config) -> None:
-    async with AsyncCtxgateClient(config.url, config.api_key or "",
+    async with AsyncCtxgateClient(config.url, config.api_key,
                                   user_assertion=config.user_assertion) as client:
         caller = Caller(client=client, user_id=config.user_id, defaults=config.defaults)
 

@@ -67,6 +67,7 @@ async def test_user_prompt_submit_appends_the_prompt_and_prints_the_context(
     assert FACT in context  # the knowledge, as ingested
     assert GOAL in context and CONSTRAINT in context and "SRE sign-off" in context
     assert p["prompt"] not in context  # neither the query nor the history is repeated
+    assert len(context) < 10_000  # what Claude Code keeps whole
     (prompt,) = await events(world, p["session_id"])
     assert (prompt.type, prompt.role, prompt.content) == ("message", "user", p["prompt"])
 
@@ -171,6 +172,9 @@ async def test_bad_input_is_a_non_blocking_error_that_says_why(
 async def test_a_bad_configuration_is_a_non_blocking_error(world: World) -> None:
     p = payload("user_prompt_submit")
     for env, says in (({"CTXGATE_USER_ID": ""}, "CTXGATE_USER_ID is not set"),
+                      ({"CTXGATE_API_KEY": ""}, "CTXGATE_API_KEY is not set"),
+                      ({"CTXGATE_BUDGET_TOKENS": "300.5"}, "a whole number"),
+                      ({"CTXGATE_BUDGET_TOKENS": "1e9"}, "between 256 and 2000000"),
                       ({"CTXGATE_DATA_LEVEL": "top"}, "CTXGATE_DATA_LEVEL must be one of"),
                       ({"CTXGATE_HOOK_TIMEOUT_S": "soon"}, "CTXGATE_HOOK_TIMEOUT_S"),
                       ({"CTXGATE_API_KEY": "wrong"}, "refused: Unauthorized (unauthorized)")):

@@ -5,6 +5,8 @@ first, and the initialize handshake that runtimes speak today)."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -125,6 +127,15 @@ async def test_stdio(world: World) -> None:
 async def test_streamable_http(world: World, mode: str) -> None:
     async with over_http(world, world.a, mode=mode) as client:
         await scenario(client, world, world.a)
+
+
+async def test_stdio_refuses_to_start_without_its_configuration(world: World) -> None:
+    env = {**world.env(world.a), "CTXGATE_USER_ID": ""}
+    done = await asyncio.to_thread(subprocess.run, [PYTHON, "-m", "app.cli", "mcp"],
+                                   input="", capture_output=True, text=True, env=env,
+                                   timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "ctxgate mcp: CTXGATE_USER_ID is not set" in done.stderr
 
 
 async def test_http_without_a_valid_key_is_401_problem(world: World) -> None:
