@@ -162,8 +162,8 @@ class Hook:
             [p.session_id, p.tool_name, p.tool_input, p.tool_response, p.error],
             sort_keys=True, default=str).encode()).hexdigest()[:32]
         result = p.error if failed else p.tool_response
-        arguments = p.tool_input if isinstance(p.tool_input, dict | list | str) \
-            or p.tool_input is None else json.dumps(p.tool_input, default=str)
+        arguments = p.tool_input if isinstance(p.tool_input, dict | list | str | None) \
+            else json.dumps(p.tool_input)
         await self.client.append_events(p.session_id, user_id=self.config.user_id, events=[
             ToolCall(call_id=call_id, name=p.tool_name, arguments=arguments),
             ToolResult(call_id=call_id, content=clip(as_text(result), MAX_EVENT_CHARS),

@@ -88,6 +88,10 @@ async def scenario(client: Client, world: World, who: Tenant) -> None:
     assert not memory.is_error and text(memory).startswith("accepted"), text(memory)
     recalled = await call(client, "recall_memories")
     assert preference in text(recalled)
+    team = await call(client, "propose_memory", statement=f"Deploys of {session} need two "
+                      "approvals", session_id=session, origin="team_decision", scope="team")
+    assert not team.is_error and text(team).startswith("pending"), text(team)
+    assert not (await call(client, "recall_memories", scope="team")).is_error
 
     sub = f"{who.task}-{session}"
     saved = await call(client, "put_checkpoint", task_id=sub, goal="Write a test",
