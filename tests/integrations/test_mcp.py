@@ -176,6 +176,7 @@ async def test_tenant_b_sees_nothing_of_tenant_a(world: World, transport: str) -
     async with opened as b:
         turn = await call(b, "assemble_context", query="why do refund calls time out?",
                           session_id=session, task_id=world.a.task)
+        assert not turn.is_error, text(turn)  # a turn of B's own: its tenant has nothing
         assert "RFD-7731" not in text(turn) and GOAL not in text(turn)
         assert "pelican" not in text(turn)
         cp = await call(b, "get_checkpoint", task_id=world.a.task)
