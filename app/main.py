@@ -12,6 +12,7 @@ import gc
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from fastapi import FastAPI
@@ -40,7 +41,8 @@ from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.api import errors
 from app.api.middleware import BodyLimit, RequestMetrics
 from app.api.routes import ROUTERS
-from app.core.compaction import AsyncSummarizer, ExtractiveSummarizer
+from app.core.compaction import ExtractiveSummarizer
+from app.core.compaction.breaker import BreakerPolicy
 from app.core.detectors import ALL_DETECTORS, PII_DETECTORS, SECRET_DETECTORS
 from app.core.detectors.prefilter import Prefiltered
 from app.core.guards.safety import Detector
@@ -78,14 +80,16 @@ def pipeline_config(settings: Settings, detectors: Sequence[Detector]) -> Pipeli
     )
 
 
-def make_summarizer(settings: Settings) -> AsyncSummarizer:
-    """The compaction summarizer: the offline extractive default, or an OpenAI-compatible
-    chat model (``compaction_summarizer="openai"``, ``openai_base_url``/``_api_key``)."""
+def make_summarizer(settings: Settings) -> OpenAIChatSummarizer | None:
+    """The compaction model, run off the hot path: an OpenAI-compatible chat model
+    (``compaction_summarizer="openai"``, ``openai_base_url``/``_api_key``), or None for the
+    offline extractive default (run inline)."""
     if settings.compaction_summarizer == "openai":
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return OpenAIChatSummarizer(settings.openai_base_url, key,
-                                    settings.openai_summary_model)
-    return LocalSummarizer(ExtractiveSummarizer())
+                                    settings.openai_summary_model,
+                                    timeout_s=settings.summarizer_timeout_s)
+    return None
 
 
 @dataclass(kw_only=True)
@@ -108,6 +112,7 @@ class Container:
     erasures: ErasureService
     erasure_worker: ErasureWorker
     findings: FindingsCache
+    model: OpenAIChatSummarizer | None = None  # the compaction model, when configured
 
     @classmethod
     async def open(cls, settings: Settings) -> Container:
@@ -146,10 +151,17 @@ class Container:
                                    ttl_s=settings.session_tail_ttl_s),
             k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
             count_tokens=count)
+        model = make_summarizer(settings)
         compaction_svc = CompactionService(
             sessions=session_svc, tasks=task_svc, store=PgCompactionStore(db),
-            summarizer=make_summarizer(settings), count_tokens=count, scan=scan,
-            detectors=fingerprint(), keep_recent=settings.compaction_keep_recent,
+            summarizer=LocalSummarizer(ExtractiveSummarizer()), model=model,
+            count_tokens=count, scan=scan, detectors=fingerprint(),
+            keep_recent=settings.compaction_keep_recent, metrics=metrics,
+            breaker=BreakerPolicy(
+                cooldown=timedelta(seconds=settings.compaction_breaker_cooldown_s)),
+            clock=partial(datetime.now, UTC),
+            turn_deadline_s=settings.compaction_turn_deadline_ms / 1000,
+            max_jobs=settings.compaction_jobs_max,
             history_events=settings.compaction_history_events, compact_at=settings.compact_at)
         assembler = Assembler(
             sessions=session_svc, tasks=task_svc, bundles=bundle_svc, knowledge=kstore,
@@ -176,7 +188,7 @@ class Container:
             manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
             erasures=erasure_svc,
-            erasure_worker=ErasureWorker(erasure_svc), findings=findings)
+            erasure_worker=ErasureWorker(erasure_svc), findings=findings, model=model)
 
     async def readiness(self) -> dict[str, bool]:
         async def pg() -> bool:
@@ -190,6 +202,9 @@ class Container:
 
     async def close(self) -> None:
         await self.erasure_worker.stop()
+        await self.compactions.aclose()  # background jobs first: they use the stores
+        if self.model is not None:
+            await self.model.aclose()
         await self.redis.aclose()  # type: ignore[attr-defined]
         await self.db.close()
 

@@ -28,6 +28,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -36,6 +37,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from app.core.model import DropLayer, Layer, Section
 
 if TYPE_CHECKING:
+    from app.core.compaction import CompactionOutcome
     from app.core.model import Assembly, Candidate
 
 TRACER_NAME = "ctxgate"
@@ -43,6 +45,15 @@ TRACER_NAME = "ctxgate"
 # Seconds. Requests include store round trips; stages are mostly sub-millisecond CPU work.
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 STAGE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+# The seeds' three context actions (000 §四): pruning (old tool results trimmed in the view),
+# compaction (older turns become a validated summary) and archive (the breaker's reference
+# view: older turns are served as archive handles). Failure reasons: the summarizer's
+# (app.adapters.summarizers.errors.REASONS), ``validation`` and ``conflict`` (a concurrent
+# checkpoint write).
+CONTEXT_ACTIONS = ("pruning", "compaction", "archive")
+COMPACTION_FAILURES = ("timeout", "unreachable", "http_status", "bad_response", "validation",
+                       "conflict")
+COMPACTION_VIEWS = ("new", "stored", "extractive", "reference")
 # Tokens one section holds in one turn.
 TOKEN_BUCKETS = (0, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
@@ -75,7 +86,34 @@ class Metrics:
             "ctxgate_compaction_breaker_open",
             "Turns served the uncompressed reference view because the compaction breaker "
             "was open.", registry=r)
+        self.context_actions = Counter(
+            "ctxgate_context_actions", "Recorded context actions, per action (pruning, "
+            "compaction, archive).", ["action"], registry=r)
+        self.context_tokens_saved = Counter(
+            "ctxgate_context_tokens_saved", "Tokens the recorded context actions took out of "
+            "the session view, per action.", ["action"], registry=r)
+        self.context_action_failures = Counter(
+            "ctxgate_context_action_failures", "Failed context action attempts, per action "
+            "and reason.", ["action", "reason"], registry=r)
+        self.compaction_breaker_transitions = Counter(
+            "ctxgate_compaction_breaker_transitions", "Session compaction breaker state "
+            "changes (closed, open, half_open).", ["from_state", "to_state"], registry=r)
+        self.compaction_views = Counter(
+            "ctxgate_compaction_views_served", "Turns served a compacted session layer, per "
+            "view: new (compacted for the turn), stored, extractive (the offline fallback "
+            "while a model compaction is pending), reference (breaker open).", ["view"],
+            registry=r)
+        self.compaction_jobs = Gauge(
+            "ctxgate_compaction_jobs_in_flight", "Model compactions running in the "
+            "background.", registry=r, multiprocess_mode="livesum")
         # Export every known series at zero, so rates and alerts work before the first turn.
+        for action in CONTEXT_ACTIONS:
+            self.context_actions.labels(action=action)
+            self.context_tokens_saved.labels(action=action)
+        for reason in COMPACTION_FAILURES:
+            self.context_action_failures.labels(action="compaction", reason=reason)
+        for view in COMPACTION_VIEWS:
+            self.compaction_views.labels(view=view)
         for layer in Layer:
             self.candidates.labels(layer=layer.value)
         for drop_layer in DropLayer:
@@ -101,6 +139,30 @@ class Metrics:
             self.segment_tokens.labels(section=section).observe(n)
         for stage, ms in timings.items():
             self.stage_latency.labels(stage=stage).observe(ms / 1000)
+
+    def observe_compaction(self, outcome: CompactionOutcome) -> None:
+        """Record one stored compaction run: its pruning, its compaction or archive (the
+        reference view), the tokens each took out, and its attempts that failed validation."""
+        if outcome.prune.pruned:
+            self.context_actions.labels(action="pruning").inc()
+            self.context_tokens_saved.labels(action="pruning").inc(
+                max(0, outcome.tokens_before - outcome.tokens_pruned))
+        action = "archive" if outcome.breaker_open else "compaction"
+        self.context_actions.labels(action=action).inc()
+        self.context_tokens_saved.labels(action=action).inc(
+            max(0, outcome.tokens_pruned - outcome.tokens_after))
+        failed = outcome.attempts - (0 if outcome.breaker_open else 1)
+        if failed > 0:
+            self.context_action_failures.labels(action="compaction",
+                                                reason="validation").inc(failed)
+
+    def compaction_failed(self, reason: str) -> None:
+        self.context_action_failures.labels(action="compaction", reason=reason).inc()
+
+    def breaker_moved(self, before: str, after: str) -> None:
+        if before != after:
+            self.compaction_breaker_transitions.labels(from_state=before,
+                                                       to_state=after).inc()
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition of this registry, and its content type. Under

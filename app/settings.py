@@ -65,6 +65,12 @@ class Settings(BaseSettings):
     compaction_history_events: int = 2000  # archive events one compaction reads
     compaction_summarizer: Literal["extractive", "openai"] = "extractive"
     openai_summary_model: str = "gpt-4o-mini"
+    # A model summarizer runs off the hot path (docs/compaction.md, "Off the hot path"): a
+    # turn waits for it at most the deadline, then serves the last valid view.
+    compaction_turn_deadline_ms: int = Field(default=300, ge=0)
+    compaction_jobs_max: int = Field(default=32, ge=1)  # background compactions per worker
+    compaction_breaker_cooldown_s: float = Field(default=300.0, gt=0)  # open → half-open
+    summarizer_timeout_s: float = Field(default=60.0, gt=0)  # one model request, in full
 
     embedder: str = "e5"  # "e5" (offline, multilingual) | "openai"
     embedding_dim: int = 384

@@ -8,6 +8,7 @@ rejected body cannot leak into logs or responses.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from starlette.responses import Response
 
 from app.adapters.embedders.errors import EmbedderError
 from app.adapters.postgres.db import StoreBusy
+from app.adapters.summarizers.errors import SummarizerError
 from app.api.schemas import SHAPE_TAGS
 from app.core.errors import (
     BudgetTooSmall,
@@ -56,8 +58,11 @@ HTTP_TYPES: dict[int, tuple[str, str]] = {
 
 
 def problem(status: int, type_: str, title: str, detail: str,
-            errors: list[dict[str, Any]] | None = None) -> Response:
-    body: dict[str, Any] = {"type": type_, "title": title, "status": status, "detail": detail}
+            errors: list[dict[str, Any]] | None = None,
+            extra: dict[str, str] | None = None) -> Response:
+    """``extra``: RFC 9457 extension members (e.g. which dependency failed)."""
+    body: dict[str, Any] = {"type": type_, "title": title, "status": status, "detail": detail,
+                            **(extra or {})}
     if errors is not None:
         body["errors"] = errors
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
@@ -118,6 +123,18 @@ async def _store_busy(_: Request, exc: Exception) -> Response:
     return response
 
 
+async def _summarizer(_: Request, exc: Exception) -> Response:
+    # The compaction model failed (already recorded: it counts toward the session's breaker);
+    # the session is unchanged, so the caller may simply retry after Retry-After.
+    assert isinstance(exc, SummarizerError)
+    log.warning("summarizer unavailable (%s): %s", exc.reason, exc)
+    response = problem(503, "dependency-unavailable", "Dependency unavailable",
+                       f"the summarizer failed ({exc.reason}); retry later",
+                       extra={"dependency": "summarizer", "reason": exc.reason})
+    response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+    return response
+
+
 async def _unexpected(_: Request, exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
     return problem(500, "internal", "Internal error", "an unexpected error occurred")
@@ -129,4 +146,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(EmbedderError, _embedder)
     app.add_exception_handler(StoreBusy, _store_busy)
+    app.add_exception_handler(SummarizerError, _summarizer)
     app.add_exception_handler(Exception, _unexpected)

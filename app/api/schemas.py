@@ -237,6 +237,16 @@ class CompactionOut(BaseModel):
     checkpoint_revision_after: int | None
 
 
+class CompactionBreakerOut(BaseModel):
+    """The session's compaction breaker after an admin reset (docs/compaction.md)."""
+
+    session_id: str
+    state: Literal["closed"] = Field(description="always closed after a reset")
+    previous_state: Literal["closed", "open", "half_open"]
+    previous_failures: int = Field(description="consecutive failures before the reset")
+    reset: bool = Field(description="false: it was closed with no failure; nothing written")
+
+
 class EventsAppended(BaseModel):
     session_id: str
     seqs: list[int]

@@ -1,10 +1,9 @@
 """Compaction as a transaction, wired: read the session, run the pure lifecycle, persist.
 
 ``CompactionService.compact`` reads the archive (the last ``history_events`` events), the
-task's checkpoint and the session's latest recorded compaction (its ``consecutive_failures``
-feed the breaker, its id the lineage), runs ``compaction_steps`` with the configured
-summarizer (``arun_compaction`` drives it; a local summarizer is awaited through a thin
-wrapper) and persists in this order:
+task's checkpoint and the session's latest recorded compaction (its breaker state, its id the
+lineage), runs ``compaction_steps`` with the model summarizer when one is configured (else the
+local extractive one; ``arun_compaction`` drives it) and persists in this order:
 
 1. the new checkpoint revision (``TaskService.put`` with the revision read as the expected
    one), when the lifecycle committed facts that differ from the stored checkpoint and the
@@ -16,19 +15,37 @@ Separate transactions, in this order, so a crash never leaves a summary without 
 facts (the worst case is a checkpoint revision without its compaction row, which the next run
 simply builds on).
 
+The breaker (``app.core.compaction.breaker``) lives in those rows, so every worker sees the
+same state: each row carries the consecutive failures and when the breaker opened. A model
+failure (``SummarizerError``: timeout, unreachable, HTTP status, garbage) is a row of its own
+(``compaction.failed``, carrying the previous row's view, so the last valid view stays the one
+served) and counts like a failed validation; the failure that reaches the threshold stores the
+breaker's reference view instead. After the cool-down one probe runs (half-open); a valid
+summary closes the breaker. ``reset`` (an admin) closes it at once with a ``compaction.reset``
+row. Time comes from the clock passed in.
+
 ``for_turn`` is the assembler's entry: past the threshold (``outgrown``) it first tries the
 latest row's view (``latest``, one indexed read the assembler makes while it collects the
 other layers) plus the events appended since, and compacts again only when that no longer
-fits; ``view_candidates`` turns a view into pipeline candidates.
+fits. A model never holds a turn for longer than ``turn_deadline_s``: the compaction runs as a
+background job (one per session at a time, at most ``max_jobs`` per worker, cancelled by
+``aclose``) and a turn that stops waiting serves the last stored view, else the extractive
+view made inline and not stored; the job's result, validated like any run, is stored as the
+next view only if valid. The record a turn serves says which (``served``: new, stored or
+extractive) and whether a model compaction is ``pending``. ``view_candidates`` turns a view
+into pipeline candidates.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
+from app.adapters.summarizers.errors import SummarizerError
 from app.core.candidates import WHOLE_TENANT, CountTokens, event_content, session_candidates
 from app.core.compaction import (
     AsyncSummarizer,
@@ -40,6 +57,18 @@ from app.core.compaction import (
     View,
     compaction_steps,
 )
+from app.core.compaction.breaker import (
+    CLOSED,
+    Breaker,
+    BreakerPolicy,
+    Phase,
+    failures_so_far,
+    phase,
+    retry_after,
+    settle,
+)
+from app.core.compaction.lifecycle import derive_id
+from app.core.errors import NotFound, StaleRevision
 from app.core.guards.safety import Detector
 from app.core.model import (
     Candidate,
@@ -58,13 +87,18 @@ from app.core.model import (
     untag_findings,
 )
 from app.core.refs import compaction_ref, event_seq, session_events_pattern, session_ref
+from app.observability import Metrics
 from app.ports import CompactionStore, StoredCompaction
+from app.service.background import KeyedJobs
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
 log = logging.getLogger(__name__)
 RECORDED = frozenset(("compaction.completed", "compaction.breaker_open"))  # stored, served
 MIN_SUMMARY_CHARS = 400
+RETRY_AFTER = timedelta(seconds=5)  # after a model failure that leaves the breaker closed
+Clock = Callable[[], datetime]
+Served = Literal["new", "stored", "extractive"]
 
 
 async def arun_compaction(events: Sequence[SessionEvent], checkpoint: TaskCheckpoint | None, *,
@@ -88,6 +122,19 @@ class LocalSummarizer:
 
     async def summarize(self, request: SummaryRequest) -> str:
         return self._summarizer.summarize(request)
+
+
+class _Counted:
+    """A summarizer that counts its calls: a run that fails on the model's n-th request made
+    n attempts toward the breaker (the ones before it failed validation)."""
+
+    def __init__(self, inner: AsyncSummarizer) -> None:
+        self._inner = inner
+        self.calls = 0
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        self.calls += 1
+        return await self._inner.summarize(request)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,26 +187,84 @@ class Compacted:
         return self.outcome is not None and self.outcome.breaker_open
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerReset:
+    """What ``CompactionService.reset`` found and did."""
+
+    previous: Phase
+    failures: int  # consecutive failures before the reset
+    reset: bool  # False: it was already closed with no failure, nothing was written
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Ask:
+    """One compaction asked for: whose session, the budget, what the caller already read."""
+
+    principal: Principal
+    session_id: str
+    user_id: str
+    task_id: str | None
+    budget_tokens: int
+    manual: bool
+    checkpoint: TaskCheckpoint | None = None
+    latest: StoredCompaction | None = None
+
+
+def breaker_of(latest: StoredCompaction | None) -> Breaker:
+    """The breaker state a session's latest row carries (a row written before the state had
+    ``breaker_opened_at`` opened when it was written)."""
+    if latest is None or latest.consecutive_failures <= 0:
+        return CLOSED
+    at = latest.record.get("breaker_opened_at")
+    opened = datetime.fromisoformat(at) if isinstance(at, str) else (
+        latest.created_at if latest.breaker_open else None)
+    return Breaker(failures=latest.consecutive_failures, opened_at=opened)
+
+
+def _breaker_fields(state: Breaker, policy: BreakerPolicy, now: datetime) -> dict[str, Any]:
+    return {"breaker": phase(state, policy, now).value,
+            "breaker_opened_at": state.opened_at.isoformat() if state.opened_at else None}
+
+
 class CompactionService:
     """``scan`` is the pipeline's detector and ``detectors`` the fingerprint of its code: a
     view's block is scanned once, when the compaction makes it, and its findings stored with
-    it, so no turn that serves the view again (in any worker) scans it."""
+    it, so no turn that serves the view again (in any worker) scans it. ``summarizer`` is the
+    local (extractive) one; ``model``, when set, a network model run off the hot path."""
 
     def __init__(self, *, sessions: SessionService, tasks: TaskService, store: CompactionStore,
                  summarizer: AsyncSummarizer, count_tokens: CountTokens, scan: Detector,
-                 detectors: str, keep_recent: int, history_events: int = 2000,
-                 compact_at: float = 0.8, options: Options | None = None) -> None:
+                 detectors: str, keep_recent: int, metrics: Metrics, breaker: BreakerPolicy,
+                 clock: Clock, model: AsyncSummarizer | None = None,
+                 turn_deadline_s: float = 0.3, max_jobs: int = 32,
+                 history_events: int = 2000, compact_at: float = 0.8,
+                 options: Options | None = None) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._store = store
         self._summarizer = summarizer
+        self._model = model
         self._count = count_tokens
         self._scan = scan
         self._detectors = detectors
         self._keep_recent = keep_recent
+        self._metrics = metrics
+        self._policy = breaker
+        self._clock = clock
+        self._deadline = turn_deadline_s
+        self._jobs: KeyedJobs[tuple[str, str], Compacted | None] = KeyedJobs(
+            limit=max_jobs, name="compaction")
         self._history = history_events
         self._compact_at = compact_at
         self._options = options or Options()
+
+    async def aclose(self) -> None:
+        """Cancel the background compactions (before the stores they write close)."""
+        await self._jobs.close()
+
+    def pending(self, *, tenant_id: str, session_id: str) -> asyncio.Task[Compacted | None] | None:
+        """The model compaction running in the background for this session, if any."""
+        return self._jobs.running((tenant_id, session_id))
 
     def outgrown(self, history_tokens: int, session_budget: float) -> bool:
         """Whether a history of ``history_tokens`` is past ``compact_at`` x ``session_budget``:
@@ -178,60 +283,169 @@ class CompactionService:
                        ) -> Compacted | None:
         """The session layer of a turn whose history (``history_tokens``, of the hot tail
         ``events``) is ``outgrown``: the ``latest`` compaction's view plus the events since,
-        while that fits; otherwise a new compaction. None: serve the history as it is (under
-        the threshold, or the run recorded nothing to serve)."""
+        while that fits; otherwise a new compaction, waited for at most the turn deadline
+        when it calls a model (then the last stored view, else the extractive one). None:
+        serve the history as it is (under the threshold, or nothing to serve)."""
         threshold = self._compact_at * session_budget
         if not self.outgrown(history_tokens, session_budget):
             return None
         tenant_id = principal.tenant_id
+        key = (tenant_id, session_id)
         stored = (SessionView.from_json(latest.view, self._detectors)
                   if latest is not None else None)
-        if latest is not None and stored is not None:
-            layer = view_candidates(stored, events, tenant_id=tenant_id,
-                                    session_id=session_id, owner_user_id=owner_user_id,
-                                    count_tokens=self._count)
-            if layer is not None and _still_fresh(layer, stored, threshold):
-                return Compacted(record={**latest.record, "reused": True},
-                                 checkpoint=checkpoint if task_id is not None else None,
-                                 view=stored, candidates=tuple(layer))
-        done = await self.compact(principal=principal, session_id=session_id,
-                                  user_id=user_id, task_id=task_id,
-                                  budget_tokens=max(1, int(session_budget)), manual=False,
-                                  checkpoint=checkpoint, latest=latest)
+        layer = None if stored is None else view_candidates(
+            stored, events, tenant_id=tenant_id, session_id=session_id,
+            owner_user_id=owner_user_id, count_tokens=self._count)
+        last = None  # the last stored view, servable from this tail
+        if latest is not None and stored is not None and layer is not None:
+            last = Compacted(record={**latest.record, "reused": True},
+                             checkpoint=checkpoint if task_id is not None else None,
+                             view=stored, candidates=tuple(layer))
+            if _still_fresh(layer, stored, threshold):
+                return self._served(last, "stored", key)
+        ask = _Ask(principal=principal, session_id=session_id, user_id=user_id,
+                   task_id=task_id, budget_tokens=max(1, int(session_budget)), manual=False,
+                   checkpoint=checkpoint, latest=latest)
+        if self._model is None or phase(breaker_of(latest), self._policy,
+                                        self._clock()) is Phase.OPEN:
+            done: Compacted | None = await self._compact(ask)  # no model call to wait for
+        else:
+            done = await self._within_deadline(key, ask)
+        if done is not None:
+            return self._fresh(done, events, key, owner_user_id)
+        if last is not None:
+            return self._served(last, "stored", key)
+        return await self._extractive(ask, events, key, owner_user_id)
+
+    async def _within_deadline(self, key: tuple[str, str], ask: _Ask) -> Compacted | None:
+        """The background model compaction of this session (started now, or joined), if it
+        finishes within the turn deadline with a view to serve."""
+        job = self._jobs.start(key, lambda: self._background(ask))
+        if job is None:
+            return None  # this worker is at its bound: a later turn starts one
+        await asyncio.wait((job,), timeout=self._deadline)  # never cancels the job
+        if not job.done() or job.cancelled() or job.exception() is not None:
+            return None
+        return job.result()
+
+    async def _background(self, ask: _Ask) -> Compacted | None:
+        """One model compaction off the hot path. Its failures are recorded by ``compact``
+        (a model failure counts toward the breaker; a concurrent checkpoint write does not)."""
+        self._metrics.compaction_jobs.inc()
+        try:
+            return await self._compact(ask)
+        except SummarizerError as exc:
+            log.warning("background compaction failed (%s): %s", exc.reason, exc)
+        except StaleRevision:
+            self._metrics.compaction_failed("conflict")
+            log.info("background compaction lost a checkpoint race; a later turn retries")
+        finally:
+            self._metrics.compaction_jobs.dec()
+        return None
+
+    def _fresh(self, done: Compacted, events: Sequence[SessionEvent], key: tuple[str, str],
+               owner_user_id: str | None) -> Compacted | None:
+        """A run's view as the turn's session layer: the events it read (possibly pruned),
+        then the tail's events after them (a joined job may have read an older archive)."""
         if done.view is None or done.outcome is None:
             return None
-        layer = view_candidates(done.view, _derived_from(done.outcome.prune.events, events),
-                                tenant_id=tenant_id, session_id=session_id,
+        archived = _derived_from(done.outcome.prune.events, events)
+        newest = archived[-1].seq if archived else -1
+        layer = view_candidates(done.view, [*archived, *(e for e in events if e.seq > newest)],
+                                tenant_id=key[0], session_id=key[1],
                                 owner_user_id=owner_user_id, count_tokens=self._count)
-        return replace(done, record={**done.record, "reused": False},
-                       candidates=tuple(layer or ()))
+        return self._served(replace(done, record={**done.record, "reused": False},
+                                    candidates=tuple(layer or ())), "new", key)
+
+    def _served(self, done: Compacted, served: Served, key: tuple[str, str]) -> Compacted:
+        reference = done.view is not None and done.view.reference
+        self._metrics.compaction_views.labels(view="reference" if reference else served).inc()
+        return replace(done, record={**done.record, "served": served,
+                                     "pending": self._jobs.running(key) is not None})
+
+    async def _extractive(self, ask: _Ask, events: Sequence[SessionEvent],
+                          key: tuple[str, str], owner_user_id: str | None) -> Compacted | None:
+        """The offline view while the model's is pending: the lifecycle with the extractive
+        summarizer, served but not stored (the background job commits the facts), so the
+        block carries the checkpoint it committed and the task state stays the stored one."""
+        archived, checkpoint, latest = await self._inputs(ask)
+        outcome = await arun_compaction(
+            archived, checkpoint, summarizer=self._summarizer,
+            **self._run_args(ask, latest, model=False))
+        if outcome.action not in RECORDED:
+            return None
+        view = session_view(outcome, session_id=ask.session_id, with_checkpoint=True)
+        view = replace(view, findings=tuple(self._scan(view.block)))
+        record = {**outcome.record(), "trigger": "auto", "stored": False,
+                  "checkpoint_revision_after": checkpoint.revision if checkpoint else None}
+        done = Compacted(record=record,
+                         checkpoint=checkpoint if ask.task_id is not None else None,
+                         view=view, outcome=outcome)
+        fresh = self._fresh(done, events, key, owner_user_id)
+        return None if fresh is None else self._served(fresh, "extractive", key)
+
+    async def _inputs(self, ask: _Ask) -> tuple[list[SessionEvent], TaskCheckpoint | None,
+                                                StoredCompaction | None]:
+        """The archive's last events, the task's checkpoint and the latest row (the last two
+        unless the caller read them already)."""
+        tenant_id, checkpoint, latest = ask.principal.tenant_id, ask.checkpoint, ask.latest
+        events = await self._sessions.recent(tenant_id=tenant_id, session_id=ask.session_id,
+                                             user_id=ask.user_id, limit=self._history)
+        if ask.task_id is not None and checkpoint is None:
+            checkpoint = await self._tasks.for_turn(tenant_id=tenant_id, task_id=ask.task_id,
+                                                    user_id=ask.user_id)
+        if latest is None:
+            latest = await self._store.latest(tenant_id=tenant_id, session_id=ask.session_id)
+        return events, checkpoint, latest
+
+    def _run_args(self, ask: _Ask, latest: StoredCompaction | None, *,
+                  model: bool) -> dict[str, Any]:
+        budget = ask.budget_tokens
+        options = replace(self._options, summary_carries_constraints=model,
+                          summary_max_chars=max(MIN_SUMMARY_CHARS, min(
+                              self._options.summary_max_chars, budget * 3 // 2)))
+        return {"origin": Origin(session_id=ask.session_id, task_id=ask.task_id or "",
+                                 user_id=ask.user_id),
+                "budget_tokens": budget, "compact_at": 0.0, "keep_recent": self._keep_recent,
+                "count_tokens": self._count, "options": options,
+                "previous_compaction_id": latest.compaction_id if latest else None}
 
     async def compact(self, *, principal: Principal, session_id: str, user_id: str,
                       task_id: str | None, budget_tokens: int, manual: bool,
                       checkpoint: TaskCheckpoint | None = None,
                       latest: StoredCompaction | None = None) -> Compacted:
-        """Compact the session now (a manual request, or ``for_turn`` past the threshold),
-        persist the checkpoint, then the record with its view. Another user's session or task:
-        ``NotFound``. ``checkpoint`` and ``latest`` are the task's latest checkpoint and the
-        session's latest compaction when the caller already read them."""
-        tenant_id = principal.tenant_id
-        events = await self._sessions.recent(tenant_id=tenant_id, session_id=session_id,
-                                             user_id=user_id, limit=self._history)
-        if task_id is not None and checkpoint is None:
-            checkpoint = await self._tasks.for_turn(tenant_id=tenant_id, task_id=task_id,
-                                                    user_id=user_id)
-        if latest is None:
-            latest = await self._store.latest(tenant_id=tenant_id, session_id=session_id)
-        options = replace(self._options, summary_max_chars=max(
-            MIN_SUMMARY_CHARS, min(self._options.summary_max_chars, budget_tokens * 3 // 2)))
-        outcome = await arun_compaction(
-            events, checkpoint, summarizer=self._summarizer,
-            origin=Origin(session_id=session_id, task_id=task_id or "", user_id=user_id),
-            budget_tokens=budget_tokens, compact_at=0.0, keep_recent=self._keep_recent,
-            count_tokens=self._count,
-            failures_so_far=latest.consecutive_failures if latest else 0,
-            previous_compaction_id=latest.compaction_id if latest else None, options=options)
-        record = {**outcome.record(), "trigger": "manual" if manual else "auto"}
+        """Compact the session now (a manual request, ``for_turn`` or its background job),
+        persist the checkpoint, then the record with its view. Another user's session or
+        task: ``NotFound``. ``checkpoint`` and ``latest`` are the task's latest checkpoint and
+        the session's latest compaction when the caller already read them. A model failure
+        is recorded (it counts toward the breaker) and raised as ``SummarizerError`` with its
+        ``retry_after_s``."""
+        return await self._compact(_Ask(
+            principal=principal, session_id=session_id, user_id=user_id, task_id=task_id,
+            budget_tokens=budget_tokens, manual=manual, checkpoint=checkpoint, latest=latest))
+
+    async def _compact(self, ask: _Ask) -> Compacted:
+        events, checkpoint, latest = await self._inputs(ask)
+        now = self._clock()
+        before = breaker_of(latest)
+        so_far = failures_so_far(before, self._policy, now)
+        summarizer = _Counted(self._model or self._summarizer)
+        try:
+            outcome = await arun_compaction(
+                events, checkpoint, summarizer=summarizer, failures_so_far=so_far,
+                **self._run_args(ask, latest, model=self._model is not None))
+        except SummarizerError as exc:
+            raise await self._failed(ask, events, checkpoint, latest, exc,
+                                     failures=so_far + summarizer.calls, before=before,
+                                     now=now) from exc
+        return await self._persist(ask, outcome, checkpoint, before=before, now=now)
+
+    async def _persist(self, ask: _Ask, outcome: CompactionOutcome,
+                       checkpoint: TaskCheckpoint | None, *, before: Breaker, now: datetime,
+                       extra: dict[str, Any] | None = None) -> Compacted:
+        principal, session_id, task_id = ask.principal, ask.session_id, ask.task_id
+        record = {**outcome.record(), "trigger": "manual" if ask.manual else "auto",
+                  **(extra or {})}
         served = checkpoint
         if task_id is not None and outcome.checkpoint is not None and outcome.action in RECORDED:
             served = await self._commit(principal, checkpoint, outcome.checkpoint)
@@ -240,13 +454,81 @@ class CompactionService:
             served = None
         view = None
         if outcome.action in RECORDED:  # after the checkpoint: never a summary without facts
+            after = settle(before, self._policy, now, failures=outcome.consecutive_failures)
+            record.update(_breaker_fields(after, self._policy, now))
             view = session_view(outcome, session_id=session_id, with_checkpoint=served is None)
             view = replace(view, findings=tuple(self._scan(view.block)))
             await self._store.insert(
-                tenant_id=tenant_id, session_id=session_id, record=record,
+                tenant_id=principal.tenant_id, session_id=session_id, record=record,
                 summary=outcome.compaction.summary if outcome.compaction else "",
                 view=view.to_json(self._detectors))
+            self._metrics.observe_compaction(outcome)
+            self._moved(before, after, now)
         return Compacted(outcome=outcome, record=record, checkpoint=served, view=view)
+
+    async def _failed(self, ask: _Ask, events: Sequence[SessionEvent],
+                      checkpoint: TaskCheckpoint | None, latest: StoredCompaction | None,
+                      exc: SummarizerError, *, failures: int, before: Breaker, now: datetime
+                      ) -> SummarizerError:
+        """Record a model failure: a ``compaction.failed`` row carrying the last view, or,
+        when it opens the breaker, the breaker's reference view. The error to raise."""
+        self._metrics.compaction_failed(exc.reason)
+        after = settle(before, self._policy, now, failures=failures)
+        if phase(after, self._policy, now) is not Phase.CLOSED:
+            outcome = await arun_compaction(  # past the threshold: no summarizer call
+                events, checkpoint, summarizer=self._summarizer, failures_so_far=failures,
+                **self._run_args(ask, latest, model=False))
+            await self._persist(ask, outcome, checkpoint, before=before, now=now,
+                                extra={"reason": exc.reason})
+        else:
+            previous = latest.compaction_id if latest else None
+            revision = checkpoint.revision if checkpoint else None
+            record = {
+                "type": "compaction.failed", "reason": exc.reason,
+                "compaction_id": derive_id(previous, "compaction.failed", failures, exc.reason),
+                "trigger": "manual" if ask.manual else "auto",
+                "attempts": failures - failures_so_far(before, self._policy, now),
+                "consecutive_failures": failures, "breaker_open": False, "needs_human": False,
+                "validation": None, "cut_seq": None, "summary_sha256": None,
+                "previous_compaction_id": previous, "checkpoint_revision_before": revision,
+                "checkpoint_revision_after": revision,
+                **_breaker_fields(after, self._policy, now)}
+            await self._store.insert(tenant_id=ask.principal.tenant_id,
+                                     session_id=ask.session_id, record=record, summary="",
+                                     view=latest.view if latest else None)
+            self._moved(before, after, now)
+        wait = retry_after(after, self._policy, now) or RETRY_AFTER
+        return SummarizerError(str(exc), reason=exc.reason, retry_after_s=wait.total_seconds())
+
+    async def reset(self, *, tenant_id: str, session_id: str) -> BreakerReset:
+        """Close the session's breaker (an admin's decision): a ``compaction.reset`` row with
+        no failures, carrying the last view unless that is the breaker's reference view (then
+        the next turn compacts again). A missing session (or another tenant's): ``NotFound``."""
+        if not await self._sessions.exists(tenant_id=tenant_id, session_id=session_id):
+            raise NotFound(f"no session {session_id!r}")
+        latest = await self._store.latest(tenant_id=tenant_id, session_id=session_id)
+        now = self._clock()
+        before = breaker_of(latest)
+        was = phase(before, self._policy, now)
+        if latest is None or before.failures == 0:
+            return BreakerReset(previous=was, failures=0, reset=False)
+        stored = SessionView.from_json(latest.view, self._detectors)
+        record = {
+            "type": "compaction.reset", "trigger": "admin",
+            "compaction_id": derive_id(latest.compaction_id, "compaction.reset"),
+            "attempts": 0, "consecutive_failures": 0, "breaker_open": False,
+            "needs_human": False, "validation": None, "cut_seq": None, "summary_sha256": None,
+            "previous_compaction_id": latest.compaction_id, "previous_breaker": was.value,
+            **_breaker_fields(CLOSED, self._policy, now)}
+        await self._store.insert(
+            tenant_id=tenant_id, session_id=session_id, record=record, summary="",
+            view=None if stored is None or stored.reference else latest.view)
+        self._moved(before, CLOSED, now)
+        return BreakerReset(previous=was, failures=before.failures, reset=True)
+
+    def _moved(self, before: Breaker, after: Breaker, now: datetime) -> None:
+        self._metrics.breaker_moved(phase(before, self._policy, now).value,
+                                    phase(after, self._policy, now).value)
 
     async def _commit(self, principal: Principal, old: TaskCheckpoint | None,
                       new: TaskCheckpoint) -> TaskCheckpoint:

@@ -70,6 +70,10 @@ class SessionService:
         except Exception:  # Redis is a cache here: the archive already holds the events.
             log.warning("session tail append failed; it will be rebuilt", exc_info=True)
 
+    async def exists(self, *, tenant_id: str, session_id: str) -> bool:
+        """Whether the tenant has this session, whoever owns it (an admin's question)."""
+        return await self._archive.info(tenant_id=tenant_id, session_id=session_id) is not None
+
     async def _owned(self, tenant_id: str, session_id: str, user_id: str) -> SessionInfo:
         info = await self._archive.info(tenant_id=tenant_id, session_id=session_id)
         if info is None or info.user_id != user_id:

@@ -91,7 +91,8 @@ async def test_auto_compaction_in_a_turn(client: httpx.AsyncClient, make_key: Ke
     # the turn after serves the same view again (nothing new to compact): no second run
     again = await _turn(client, key, "turn-c2")
     second = again["manifest"]["compaction"]
-    assert second == {**record, "reused": True}
+    assert record["served"] == "new" and record["pending"] is False
+    assert second == {**record, "reused": True, "served": "stored"}
     assert DISCOUNT in _text(again)
     assert f"session://s-long/compaction/{record['compaction_id']}" in [
         s["ref"] for s in again["manifest"]["segments"]]
@@ -166,7 +167,7 @@ async def test_a_view_keeping_an_event_older_than_the_window_is_served_again(
     assert record is not None and record["reused"] is False
     assert failure in _text(first)  # sticky: 90 events later it is still shown
     again = await _turn(client, key, "turn-w2")
-    assert again["manifest"]["compaction"] == {**record, "reused": True}
+    assert again["manifest"]["compaction"] == {**record, "reused": True, "served": "stored"}
     assert failure in _text(again)
 
 

@@ -10,7 +10,10 @@ Contract (implements ``app.core.compaction.AsyncSummarizer``):
 - The response must be ``{"choices": [{"message": {"content": "<text>"}, ...}]}`` with
   non-empty text; ``finish_reason == "length"`` is a truncated summary and refused; the text
   is cut at ``request.max_chars``.
-- Every failure raises ``SummarizerError`` naming the cause, never the key or the content.
+- Every failure raises ``SummarizerError`` naming the cause, never the key or the content,
+  with its ``reason`` (timeout, unreachable, http_status, bad_response). ``timeout_s``
+  bounds the whole request: a model that hangs fails here, in the background job that
+  called it (a turn never waits for it; see app/service/compaction.py).
   Whether the summary kept the qualifiers is not this adapter's job: ``validate_compaction``
   checks it, and the lifecycle retries or opens the breaker.
 - A client passed in is borrowed (the caller closes it); one created here is closed by
@@ -19,6 +22,7 @@ Contract (implements ``app.core.compaction.AsyncSummarizer``):
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -75,7 +79,7 @@ class OpenAIChatSummarizer:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient()
-        self._timeout = httpx.Timeout(timeout_s)
+        self._timeout_s = timeout_s
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -84,19 +88,21 @@ class OpenAIChatSummarizer:
     async def summarize(self, request: SummaryRequest) -> str:
         payload = {"model": self.model, "messages": build_messages(request), "temperature": 0}
         try:
-            resp = await self._client.post(self._url, json=payload, headers=self._headers,
-                                           timeout=self._timeout)
-        except httpx.TimeoutException as exc:
-            raise SummarizerError(f"chat request to {self._url} timed out") from exc
+            async with asyncio.timeout(self._timeout_s):  # the whole exchange, not per read
+                resp = await self._client.post(self._url, json=payload, headers=self._headers,
+                                               timeout=self._timeout_s)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise SummarizerError(f"chat request to {self._url} timed out",
+                                  reason="timeout") from exc
         except httpx.HTTPError as exc:
-            raise SummarizerError(
-                f"chat request to {self._url} failed: {type(exc).__name__}") from exc
+            raise SummarizerError(f"chat request to {self._url} failed: {type(exc).__name__}",
+                                  reason="unreachable") from exc
         if resp.is_error:
             snippet = resp.text.strip().replace("\n", " ")[:200] or resp.reason_phrase
             raise SummarizerError(f"chat endpoint {self._url} answered HTTP "
-                                  f"{resp.status_code}: {snippet}")
+                                  f"{resp.status_code}: {snippet}", reason="http_status")
         try:
             body = resp.json()
-        except ValueError as exc:
+        except ValueError as exc:  # garbage, or JSON cut off mid-document
             raise SummarizerError("chat response is not JSON") from exc
         return parse_content(body)[:request.max_chars]

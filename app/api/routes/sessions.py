@@ -1,6 +1,6 @@
 """Session events: append (runtime), the archived transcript and transcript search (the
-owning user only; search reaches other sessions only as far as the visibility allows), and
-the manual compaction trigger."""
+owning user only; search reaches other sessions only as far as the visibility allows), the
+manual compaction trigger and the compaction breaker's reset (admin)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.deps import AdminDep, AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     INT32_MAX,
+    CompactionBreakerOut,
     CompactionOut,
     CompactRequest,
     EventOut,
@@ -31,6 +32,9 @@ from app.service.identity import bind_user
 
 router = APIRouter(tags=["sessions"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 413, 422)}
+# The explicit compaction also answers 409 (a concurrent checkpoint write) and 503 (the
+# summarizer failed: dependency-unavailable, with Retry-After).
+COMPACT_ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422, 503)}
 SessionId = Annotated[Id, Path()]
 
 
@@ -95,16 +99,30 @@ async def search_transcripts(
 
 
 @router.post("/v1/sessions/{session_id:path}/compact", response_model=CompactionOut,
-             responses=ERRORS)  # type: ignore[arg-type]
+             responses=COMPACT_ERRORS)  # type: ignore[arg-type]
 async def compact_session(session_id: SessionId, body: CompactRequest, principal: RuntimeDep,
                           container: ContainerDep, assertion: AssertionDep = None
                           ) -> CompactionOut:
     """Compact the session now: commit its facts into a new checkpoint revision of
     ``task_id`` (when given), then record the summary. Returns the recorded event; another
-    user's session (or task) is a 404."""
+    user's session (or task) is a 404. A summarizer failure is a 503
+    ``dependency-unavailable`` with ``Retry-After`` (it counts toward the breaker)."""
     check_tenant_claim(principal, body.tenant_id)
     bind_user(principal, assertion, user_id=body.user_id)
     done = await container.compactions.compact(
         principal=principal, session_id=session_id, user_id=body.user_id,
         task_id=body.task_id, budget_tokens=body.budget_tokens, manual=True)
     return CompactionOut(**done.record)
+
+
+@router.post("/v1/sessions/{session_id:path}/compaction/reset",
+             response_model=CompactionBreakerOut, responses=ERRORS)  # type: ignore[arg-type]
+async def reset_compaction_breaker(session_id: SessionId, principal: AdminDep,
+                                   container: ContainerDep) -> CompactionBreakerOut:
+    """Close the session's compaction breaker now (admin key): the next compaction calls the
+    model again. A session the tenant does not have is a 404."""
+    done = await container.compactions.reset(tenant_id=principal.tenant_id,
+                                             session_id=session_id)
+    return CompactionBreakerOut(session_id=session_id, state="closed",
+                                previous_state=done.previous.value,
+                                previous_failures=done.failures, reset=done.reset)

@@ -11,6 +11,9 @@ somewhere in ``view.text``.
     compaction.evidence_refs_present   the ref each verified evidence item cites (the item
                                        itself when it cites none)
     compaction.pinned_present          every pinned text
+    compaction.summary_constraints_verbatim   (only with ``in_summary``) every such text
+                                       word for word in the summary itself, not only in
+                                       the checkpoint the view also carries
     compaction.summary_consistent      no summary sentence contradicts a constraint
 
 A summary sentence *contradicts* a constraint when it shares at least
@@ -63,7 +66,8 @@ def _evidence_keys(evidence: Sequence[str]) -> list[str]:
 
 
 def validate_compaction(view: View, checkpoint: TaskCheckpoint,
-                        pinned: Sequence[str] = ()) -> CompactionCheck:
+                        pinned: Sequence[str] = (), *,
+                        in_summary: Sequence[str] = ()) -> CompactionCheck:
     text = view.text
     results = [
         _present("compaction.goal_present", [checkpoint.goal], text),
@@ -74,6 +78,9 @@ def validate_compaction(view: View, checkpoint: TaskCheckpoint,
                  _evidence_keys(checkpoint.verified_evidence), text),
         _present("compaction.pinned_present", pinned, text),
     ]
+    if in_summary:
+        results.append(_present("compaction.summary_constraints_verbatim", in_summary,
+                                view.of_kind("summary")))
     found = contradictions(view.of_kind("summary"), checkpoint.constraints)
     consistent = Check(type="compaction.summary_consistent", ok=not found,
                        detail=f"{len(found)} contradiction(s)" if found else "")

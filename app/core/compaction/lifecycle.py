@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.compaction import text as tx
+from app.core.compaction.breaker import THRESHOLD
 from app.core.compaction.check import validate_compaction
 from app.core.compaction.commit import commit
 from app.core.compaction.compact import Cut, finish, plan_cut, request_for
@@ -45,7 +46,7 @@ from app.core.compaction.values import (
 )
 from app.core.model import SessionEvent, TaskCheckpoint
 
-BREAKER_AFTER = 3
+BREAKER_AFTER = THRESHOLD
 MAX_ATTEMPTS = 3
 CountTokens = Callable[[str], int]
 
@@ -66,6 +67,9 @@ class Options:
     soft_trim_chars: int = 4000
     hard_clear_after: int = 40
     keep_last_assistant_turns: int = 3
+    # A model's summary must itself carry every committed constraint verbatim (the prompt
+    # demands it); the extractive summary is built from the sentences and is not held to it.
+    summary_carries_constraints: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +85,7 @@ class _Run:
     failures_so_far: int
     pruned: PruneResult
     tokens_before: int
+    tokens_pruned: int  # the full view after pruning
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +95,8 @@ class _Attempt:
     request: SummaryRequest
 
 
-def _id(*parts: object) -> str:
+def derive_id(*parts: object) -> str:
+    """A record id from what the record depends on (deterministic: a rerun stores nothing new)."""
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:24]
 
 
@@ -101,12 +107,14 @@ def _outcome(run: _Run, *, action: str, view: View, checkpoint: TaskCheckpoint |
     failures = run.failures_so_far + attempts if breaker else 0
     after = checkpoint.revision if checkpoint else None
     return CompactionOutcome(
-        compaction_id=_id(run.previous_id, action, compaction and compaction.summary_sha256,
-                          compaction and compaction.cut_seq, after, len(run.pruned.pruned)),
+        compaction_id=derive_id(run.previous_id, action,
+                                compaction and compaction.summary_sha256,
+                                compaction and compaction.cut_seq, after, len(run.pruned.pruned)),
         action=action, view=view, checkpoint=checkpoint, prune=run.pruned,
         compaction=compaction, check=check, attempts=attempts, consecutive_failures=failures,
         breaker_open=breaker, needs_human=breaker, tokens_before=run.tokens_before,
-        tokens_after=run.count_tokens(view.text), pinned=pinned,
+        tokens_pruned=run.tokens_pruned, tokens_after=run.count_tokens(view.text),
+        pinned=pinned,
         lineage=Lineage(previous_compaction_id=run.previous_id,
                         checkpoint_revision_before=run.checkpoint.revision
                         if run.checkpoint else None, checkpoint_revision_after=after))
@@ -127,7 +135,10 @@ def _finish(run: _Run, at: _Attempt, summary: str) -> tuple[Compaction, View, Co
     sticky = find_sticky(run.events, before_seq=compaction.cut_seq)
     view = rebuild(at.checkpoint, summary, compaction.recent, sticky=sticky,
                    session_id=run.origin.session_id, pinned=at.request.pinned)
-    return compaction, view, validate_compaction(view, at.checkpoint, at.request.pinned)
+    carried = ([c.text for c in at.checkpoint.constraints]
+               if run.options.summary_carries_constraints and at.cut.older else [])
+    return compaction, view, validate_compaction(view, at.checkpoint, at.request.pinned,
+                                                 in_summary=carried)
 
 
 def _breaker(run: _Run, checkpoint: TaskCheckpoint | None, attempts: int,
@@ -150,14 +161,15 @@ def _start(events: Sequence[SessionEvent], checkpoint: TaskCheckpoint | None, *,
     pruned = prune(events, session_id=sid, soft_trim_chars=opts.soft_trim_chars,
                    hard_clear_after=opts.hard_clear_after,
                    keep_last_assistant_turns=opts.keep_last_assistant_turns)
+    view = full_view(pruned.events, checkpoint, session_id=sid)
     run = _Run(events=tuple(events), checkpoint=checkpoint, origin=origin,
                keep_recent=keep_recent, count_tokens=count_tokens,
                extractor=extractor or RuleExtractor(), options=opts,
                previous_id=previous_compaction_id, failures_so_far=failures_so_far,
                pruned=pruned,
-               tokens_before=count_tokens(full_view(events, checkpoint, session_id=sid).text))
-    view = full_view(pruned.events, checkpoint, session_id=sid)
-    if count_tokens(view.text) <= compact_at * budget_tokens:
+               tokens_before=count_tokens(full_view(events, checkpoint, session_id=sid).text),
+               tokens_pruned=count_tokens(view.text))
+    if run.tokens_pruned <= compact_at * budget_tokens:
         action = "compaction.pruned" if pruned.pruned else "compaction.none"
         return run, _outcome(run, action=action, view=view, checkpoint=checkpoint)
     if failures_so_far >= BREAKER_AFTER:

@@ -119,6 +119,7 @@ class CompactionOutcome:
     tokens_before: int
     tokens_after: int
     lineage: Lineage
+    tokens_pruned: int = 0  # the full view after pruning, before any summary
     pinned: tuple[str, ...] = field(default=())
 
     def record(self) -> dict[str, Any]:
