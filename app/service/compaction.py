@@ -460,7 +460,8 @@ class CompactionService:
             view = replace(view, findings=tuple(self._scan(view.block)))
             await self._store.insert(
                 tenant_id=principal.tenant_id, session_id=session_id, record=record,
-                summary=outcome.compaction.summary if outcome.compaction else "",
+                summary=outcome.compaction.summary  # a failed summary is never stored
+                if outcome.compaction and not outcome.breaker_open else "",
                 view=view.to_json(self._detectors))
             self._metrics.observe_compaction(outcome)
             self._moved(before, after, now)
