@@ -17,7 +17,8 @@ import pytest
 from ctxgate_client import AsyncCtxgateClient, Message, NotFoundError
 from ctxgate_client.models import EventRecord
 
-from tests.integrations.conftest import CONSTRAINT, FACT, GOAL, PYTHON, Tenant, World
+from app.integrations.claude_code_hook import last_assistant_text
+from tests.integrations.conftest import CONSTRAINT, FACT, GOAL, PYTHON, World
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "claude_code"
 HOOK = [PYTHON, "-m", "app.cli", "hook", "claude-code"]
@@ -42,11 +43,11 @@ async def hook(world: World, stdin: dict[str, Any] | bytes, **env: str
     return done, time.monotonic() - start
 
 
-async def events(world: World, session: str, who: Tenant | None = None) -> list[EventRecord]:
-    who = who or world.a
-    async with AsyncCtxgateClient(world.url, who.key) as ctx:
+async def events(world: World, session: str) -> list[EventRecord]:
+    """Tenant A's user's events of ``session`` (none when it does not exist)."""
+    async with AsyncCtxgateClient(world.url, world.a.key) as ctx:
         try:
-            return (await ctx.list_events(session, user_id=who.user)).events
+            return (await ctx.list_events(session, user_id=world.a.user)).events
         except NotFoundError:
             return []
 
@@ -205,3 +206,26 @@ async def test_a_server_that_never_answers_is_cut_off_at_the_deadline(world: Wor
     assert (done.returncode, done.stdout) == (1, "")
     assert "did not answer within 1 s" in done.stderr
     assert took < 1 + STARTUP_S
+
+
+def test_last_assistant_text_reads_what_the_transcript_gives(tmp_path: Path) -> None:
+    t = tmp_path / "t.jsonl"
+    lines = [
+        {"type": "assistant", "message": {"role": "assistant", "content": "plain string"}},
+        "not json at all",
+        {"type": "assistant", "message": {"id": "m2", "role": "assistant", "content": [
+            {"type": "text", "text": "first part"}]}},
+        {"type": "assistant", "message": {"id": "m2", "role": "assistant", "content": [
+            {"type": "tool_use", "id": "x", "name": "Bash", "input": {}}]}},
+        {"type": "assistant", "message": {"id": "m2", "role": "assistant", "content": [
+            {"type": "text", "text": "second part"}]}},
+        {"type": "user", "message": {"role": "user", "content": "thanks"}},
+    ]
+    t.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines))
+    assert last_assistant_text(str(t)) == "first part\nsecond part"
+    t.write_text(json.dumps(lines[0]))
+    assert last_assistant_text(str(t)) == "plain string"
+    t.write_text(json.dumps(lines[-1]))
+    assert last_assistant_text(str(t)) is None
+    assert last_assistant_text(str(tmp_path / "missing.jsonl")) is None
+    assert last_assistant_text(None) is None
