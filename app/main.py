@@ -21,6 +21,7 @@ from starlette.routing import Route
 from app.adapters.embedders.factory import make_embedder
 from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.bundles import PgBundleStore
+from app.adapters.postgres.chunk_refs import PgChunkReader
 from app.adapters.postgres.compactions import PgCompactionStore
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
@@ -28,6 +29,7 @@ from app.adapters.postgres.keys import PgKeyStore
 from app.adapters.postgres.knowledge import PgKnowledgeStore, ann_settings
 from app.adapters.postgres.manifests import PgManifestStore
 from app.adapters.postgres.memories import PgMemoryStore
+from app.adapters.postgres.session_state import PgSessionStateStore
 from app.adapters.postgres.sessions import PgSessionArchive
 from app.adapters.postgres.tasks import PgTaskStore
 from app.adapters.redis.client import open_redis
@@ -56,6 +58,7 @@ from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.assemble import Assembler
 from app.service.bundles import BundleService
 from app.service.compaction import CompactionService, LocalSummarizer
+from app.service.constraints import ConstraintService
 from app.service.detector_cache import FindingsCache, cached, fingerprint
 from app.service.erasure import ErasureService, ErasureWorker
 from app.service.keys import KeyService
@@ -163,6 +166,11 @@ class Container:
             turn_deadline_s=settings.compaction_turn_deadline_ms / 1000,
             max_jobs=settings.compaction_jobs_max,
             history_events=settings.compaction_history_events, compact_at=settings.compact_at)
+        states = PgSessionStateStore(db)
+        constraint_svc = ConstraintService(
+            sessions=session_svc, tasks=task_svc, states=states, manifests=mstore,
+            chunks=PgChunkReader(db, tokenizer=settings.tokenizer, detectors=fingerprint()),
+            count_tokens=count)
         assembler = Assembler(
             sessions=session_svc, tasks=task_svc, bundles=bundle_svc, knowledge=kstore,
             manifests=mstore,
@@ -176,7 +184,7 @@ class Container:
             tracer=make_tracer("ctxgate", console=settings.otel_console),
             reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
-            compactions=compaction_svc)
+            compactions=compaction_svc, constraints=constraint_svc, states=states)
         estore = PgErasureStore(db)
         erasure_svc = ErasureService(estore, [
             *pg_erasers(db), RedisEraser(redis, estore, prefix=settings.redis_prefix)])

@@ -248,6 +248,26 @@ class CompactionStore(Protocol):
                      summary: str, view: dict[str, Any] | None = None) -> None: ...
 
 
+class SessionStateStore(Protocol):
+    """The committed state of a session without a task (a ``TaskCheckpoint`` value with an
+    empty ``task_id``), one per session."""
+
+    async def get(self, *, tenant_id: str, session_id: str) -> TaskCheckpoint | None: ...
+    async def put(self, *, tenant_id: str, session_id: str, state: TaskCheckpoint,
+                  expected_revision: int) -> int:
+        """The new revision; ``StaleRevision`` unless the stored one is ``expected_revision``
+        (0: none)."""
+        ...
+
+
+class ChunkReader(Protocol):
+    async def chunks(self, *, query: KnowledgeQuery, refs: Sequence[str]
+                     ) -> list[KnowledgeHit]:
+        """The current, visible (``query``'s permission pushed down, as a search) chunks
+        named by ``refs`` (``app.core.refs.chunk_ref``); an unknown or hidden one is absent."""
+        ...
+
+
 class KnowledgeStore(Protocol):
     async def upsert(self, *, tenant_id: str, document: NewDocument) -> int: ...
     async def upsert_many(self, *, tenant_id: str, documents: Sequence[NewDocument]

@@ -23,7 +23,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import datetime
 
+from app.core.constraint_state import constraint_line
 from app.core.guards.safety import Detector
 from app.core.model import (
     Acl,
@@ -49,10 +51,11 @@ def _bullets(title: str, items: Sequence[str]) -> list[str]:
     return [f"{title}:", *(f"- {item}" for item in items)] if items else []
 
 
-def checkpoint_core_text(cp: TaskCheckpoint) -> str:
+def checkpoint_core_text(cp: TaskCheckpoint, now: datetime | None = None) -> str:
+    """``now``: the turn's, to mark an expired constraint for re-confirmation."""
     lines = [f"Task {cp.task_id} (checkpoint revision {cp.revision})", f"Goal: {cp.goal}"]
     lines += _bullets("Constraints (verbatim)",
-                      [f"[{c.kind}] {c.text}" for c in cp.constraints])
+                      [constraint_line(c, now) for c in cp.constraints])
     lines += _bullets("Pending approvals (do not act before they are granted)",
                       list(cp.pending_approvals))
     if cp.next_safe_action:
@@ -86,10 +89,11 @@ def _task_candidate(cp: TaskCheckpoint, tenant_id: str, part: str, content: str,
 
 
 def task_state_candidates(
-    checkpoint: TaskCheckpoint, tenant_id: str, count_tokens: CountTokens
+    checkpoint: TaskCheckpoint, tenant_id: str, count_tokens: CountTokens,
+    now: datetime | None = None,
 ) -> list[Candidate]:
-    out = [_task_candidate(checkpoint, tenant_id, "core", checkpoint_core_text(checkpoint),
-                           count_tokens)]
+    out = [_task_candidate(checkpoint, tenant_id, "core",
+                           checkpoint_core_text(checkpoint, now), count_tokens)]
     detail = checkpoint_detail_text(checkpoint)
     if detail:
         out.append(_task_candidate(checkpoint, tenant_id, "detail", detail, count_tokens))

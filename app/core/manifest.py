@@ -8,6 +8,7 @@ Pure: ``created_at`` and ``timings_ms`` are passed in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -67,6 +68,7 @@ def build_manifest(
     bundle: dict[str, Any] | None = None,
     conflicts: tuple[Conflict, ...] = (),
     compaction: dict[str, Any] | None = None,
+    read_back: Sequence[dict[str, str]] = (),
 ) -> dict[str, Any]:
     dropped_counts = {layer.value: 0 for layer in DropLayer}
     dropped_counts[DropLayer.PERMISSION.value] = len(assembly.permission_drops)
@@ -108,6 +110,7 @@ def build_manifest(
             ],
         },
         "compaction": compaction,
+        "read_back": list(read_back),
         "stable_prefix_sha256": envelope.stable_prefix_sha256,
         "render": envelope.render.value,
         "timings_ms": {k: round(v, 3) for k, v in timings_ms.items()},

@@ -332,9 +332,16 @@ class Admission:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Constraint:
+    """A committed qualifier, verbatim (``app.core.compaction.qualify`` makes and reads it)."""
+
     text: str
     kind: str  # only | except | limit | deadline | precondition
     source_ref: str | None = None
+    id: str = ""  # hash of the normalized text; conclusions cite it as [constraint:<id>]
+    origin: str = ""  # user | assistant | tool | knowledge ("" : given through the API)
+    due: str | None = None  # ISO date the constraint names
+    expires_at: str | None = None  # ISO datetime: the end of ``due`` (UTC)
+    flags: tuple[str, ...] = ()  # e.g. "date_unparsed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -50,6 +51,7 @@ from app.core.retrieval import (
     transcript_candidates,
 )
 from app.core.scope import check_task_admission, resolve_scope
+from app.core.session_state import session_state_candidates
 from app.observability import Metrics, record_counts, stage_span
 from app.ports import (
     AuditRecord,
@@ -58,6 +60,7 @@ from app.ports import (
     ManifestStore,
     NewEvent,
     SessionOwner,
+    SessionStateStore,
     SharedReads,
     StoredManifest,
     TokenCounter,
@@ -65,6 +68,7 @@ from app.ports import (
 from app.service.bundles import Admitted, BundleService
 from app.service.collect import Collected, Collector, session_budget
 from app.service.compaction import Compacted, CompactionService
+from app.service.constraints import ConstraintService
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
@@ -100,14 +104,17 @@ class Assembler:
         memories: MemoryService | None = None,
         memory_revalidate_days: int = 90,
         compactions: CompactionService | None = None,
+        constraints: ConstraintService | None = None,
+        states: SessionStateStore | None = None,
     ) -> None:
         self._sessions = sessions
         self._collector = Collector(
             sessions=sessions, tasks=tasks, bundles=bundles, knowledge=knowledge,
             embedder=embedder, count_tokens=count_tokens, config=config, knowledge_k=knowledge_k,
             history_events=history_events, memories=memories, compactions=compactions,
-            reads=reads)
+            reads=reads, states=states)
         self._compactions = compactions
+        self._constraints = constraints
         self._revalidate = timedelta(days=memory_revalidate_days)
         self._manifests = manifests
         self._replay = replay
@@ -119,9 +126,11 @@ class Assembler:
         self._profiles = profiles
 
     async def turn(self, principal: Principal, req: TurnRequest, req_hash: str,
-                   append: Sequence[NewEvent] = ()) -> bytes:
+                   append: Sequence[NewEvent] = (), parent_session_id: str | None = None
+                   ) -> bytes:
         """The turn's response body; ``append`` (needs ``req.session_id``) goes into the
-        session first and the body says so (``appended.seqs``)."""
+        session first and the body says so (``appended.seqs``). A session the append creates
+        gets ``req.agent_id`` and ``parent_session_id``, as the events endpoint's would."""
         scope = resolve_scope(principal, req)
         profile = resolve_profile(req.redaction_profile, self._profiles)  # unknown: 422
         cached = (await self._replay.get(scope.tenant_id, req.turn_id)
@@ -129,7 +138,8 @@ class Assembler:
         if cached is not None:
             return self._replayed(cached, req_hash)
         with stage_span(self._tracer, "ctxgate.turn") as span:
-            appended = await self._append(scope, req, req_hash, append) if append else None
+            appended = (await self._append(scope, req, req_hash, append, parent_session_id)
+                        if append else None)
             body, assembly = await self._assemble(principal, scope, req, req_hash, profile,
                                                   appended)
             if assembly is not None:
@@ -140,14 +150,15 @@ class Assembler:
             return body
 
     async def _append(self, scope: Scope, req: TurnRequest, req_hash: str,
-                      events: Sequence[NewEvent]) -> list[int]:
+                      events: Sequence[NewEvent], parent_session_id: str | None
+                      ) -> list[int]:
         if scope.session_id is None:
             raise InvalidRequest("append_events needs a session_id")
         with stage_span(self._tracer, "ctxgate.append", events=len(events)):
             return await self._sessions.append_for_turn(
                 tenant_id=scope.tenant_id, session_id=scope.session_id,
                 owner=SessionOwner(user_id=scope.user_id, agent_id=req.agent_id,
-                                   parent_session_id=None),
+                                   parent_session_id=parent_session_id),
                 events=events, turn_id=req.turn_id if req.client_turn_id else None,
                 request_sha256=req_hash)
 
@@ -163,11 +174,19 @@ class Assembler:
         now = datetime.now(UTC)
         t_compact = time.perf_counter()
         with stage_span(self._tracer, "ctxgate.compaction"):
+            collected = await self._commit_constraints(principal, scope, req, collected, now)
             compacted = await self._maybe_compact(principal, scope, req, collected)
         compaction_ms = (time.perf_counter() - t_compact) * 1000
         candidates = self._candidates(scope, req, collected, now, compacted)
         checkpoint = (compacted.checkpoint if compacted is not None else None) \
-            or collected.checkpoint
+            or collected.checkpoint or collected.state
+        read_back: list[dict[str, str]] = []
+        if self._constraints is not None:
+            with stage_span(self._tracer, "ctxgate.read_back"):
+                extra, read_back = await self._constraints.read_back(
+                    scope=scope, query=req.query, candidates=candidates, state=checkpoint,
+                    compacted=compacted is not None, now=now, tail=collected.tail)
+            candidates += extra
         with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:
             assembly, timings = assemble(
                 scope=scope, candidates=candidates, checkpoint=checkpoint,
@@ -181,7 +200,8 @@ class Assembler:
             redaction_profile=profile.name, policy_revision=self._policy_revision,
             created_at=now, timings_ms=timings, bundle=_bundle_record(collected.bundle),
             conflicts=find_conflicts(assembly.envelope.segments),
-            compaction=compacted.record if compacted is not None else None)
+            compaction=compacted.record if compacted is not None else None,
+            read_back=read_back)
         t1 = time.perf_counter()
         out: dict[str, Any] = {"turn_id": req.turn_id, "envelope": envelope_body(assembly),
                                "manifest": manifest}
@@ -199,6 +219,19 @@ class Assembler:
         timings["persist"] = (time.perf_counter() - t1) * 1000
         self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings)
         return body, assembly
+
+    async def _commit_constraints(self, principal: Principal, scope: Scope, req: TurnRequest,
+                                  got: Collected, now: datetime) -> Collected:
+        """Before any compaction (the history outgrew its share): commit what constrains,
+        whatever its source (``ConstraintService.before_compaction``)."""
+        if self._constraints is None or self._compactions is None or not got.tail \
+                or not self._compactions.outgrown(sum(c.tokens for c in got.session),
+                                                  session_budget(self._config, req)):
+            return got
+        checkpoint, state = await self._constraints.before_compaction(
+            principal=principal, scope=scope, tail=got.tail, checkpoint=got.checkpoint,
+            state=got.state, now=now)
+        return replace(got, checkpoint=checkpoint, state=state)
 
     async def _maybe_compact(self, principal: Principal, scope: Scope, req: TurnRequest,
                              got: Collected) -> Compacted | None:
@@ -236,7 +269,11 @@ class Assembler:
         else:
             out += got.session  # built once per turn, also what sized the compaction trigger
         if checkpoint is not None:
-            out += task_state_candidates(checkpoint, scope.tenant_id, self._count)
+            out += task_state_candidates(checkpoint, scope.tenant_id, self._count, now)
+        elif got.state is not None and scope.session_id is not None:
+            out += session_state_candidates(got.state, session_id=scope.session_id,
+                                            tenant_id=scope.tenant_id,
+                                            count_tokens=self._count, now=now)
         out += knowledge_candidates(got.hits, count_tokens=self._count)
         if got.transcript and got.session_owner is not None:
             out += transcript_candidates(got.transcript, tenant_id=scope.tenant_id,

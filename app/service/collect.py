@@ -34,6 +34,7 @@ from app.ports import (
     Embedder,
     KnowledgeQuery,
     KnowledgeStore,
+    SessionStateStore,
     SharedReads,
     StoredCompaction,
     TokenCounter,
@@ -60,6 +61,7 @@ class Collected:
     bundle: Admitted | None
     memories: list[MemoryHit]
     pins: list[MemoryRecord]
+    state: TaskCheckpoint | None = None  # the session's state (SessionStateStore), no task
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,7 +86,7 @@ class Collector:
                  knowledge: KnowledgeStore, embedder: Embedder, count_tokens: TokenCounter,
                  config: PipelineConfig, knowledge_k: int, history_events: int,
                  memories: MemoryService | None, compactions: CompactionService | None,
-                 reads: SharedReads) -> None:
+                 reads: SharedReads, states: SessionStateStore | None = None) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._bundles = bundles
@@ -97,6 +99,7 @@ class Collector:
         self._memories = memories
         self._compactions = compactions
         self._reads = reads
+        self._states = states
 
     async def collect(self, scope: Scope, req: TurnRequest) -> Collected:
         """Every layer's store reads for one turn, started concurrently: the Redis reads and
@@ -122,6 +125,13 @@ class Collector:
                 return None
             return await self._tasks.for_turn(
                 tenant_id=scope.tenant_id, task_id=scope.task_id, user_id=scope.user_id)
+
+        async def state() -> TaskCheckpoint | None:
+            """Without a task, the session's own state carries its constraints."""
+            if scope.task_id is not None or scope.session_id is None or self._states is None:
+                return None
+            return await self._states.get(tenant_id=scope.tenant_id,
+                                          session_id=scope.session_id)
 
         embedding = asyncio.ensure_future(self._embedding(req))
 
@@ -151,15 +161,16 @@ class Collector:
         admission = asyncio.ensure_future(bundle())
         try:
             async with self._reads(scope.tenant_id):
-                sess, checkpoint, vhits, thits, (mhits, pins) = await asyncio.gather(
-                    session(), task(), vector(), text(), memories())
+                sess, checkpoint, vhits, thits, (mhits, pins), own = await asyncio.gather(
+                    session(), task(), vector(), text(), memories(), state())
             admitted = await admission
         finally:
             embedding.cancel()
             admission.cancel()
         return Collected(tail=sess.tail, session_owner=sess.owner, session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
-                         transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins)
+                         transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins,
+                         state=own if sess.owner == scope.user_id else None)
 
     async def _transcript(self, scope: Scope, req: TurnRequest) -> list[TranscriptHit]:
         if scope.session_id is None or scope.session_visibility <= Visibility.SELF:

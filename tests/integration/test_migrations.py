@@ -15,7 +15,7 @@ from app.adapters.postgres.db import Database
 
 BUNDLE_TABLES = {"bundle_revisions", "bundle_channels", "bundle_denylist", "session_bundles"}
 MEMORY_TABLES = {"memories", "memory_history"}
-COMPACTION_TABLES = {"session_compactions"}
+COMPACTION_TABLES = {"session_compactions", "session_states"}
 TURN_TABLES = {"turn_appends"}
 LATER_TABLES = BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES | TURN_TABLES | {"erasures"}
 TENANT_TABLES = {"sessions", "session_events", "task_checkpoints", "knowledge_documents",

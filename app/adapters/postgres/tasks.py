@@ -44,15 +44,25 @@ _PUT, _LATEST, _REVISION = Sql(PUT_SQL), Sql(GET_LATEST_SQL), Sql(GET_REVISION_S
 UNCONDITIONAL_RETRIES = 3
 
 
+def constraint_json(c: Constraint) -> dict[str, Any]:
+    return {"text": c.text, "kind": c.kind, "source_ref": c.source_ref, "id": c.id,
+            "origin": c.origin, "due": c.due, "expires_at": c.expires_at,
+            "flags": list(c.flags)}
+
+
+def constraint_of(raw: dict[str, Any]) -> Constraint:
+    """A stored constraint (a revision written before ids and dates has only the first
+    three keys)."""
+    return Constraint(**{**raw, "flags": tuple(raw.get("flags", ()))})
+
+
 def body_of(cp: TaskCheckpoint) -> dict[str, Any]:
     return {
         "goal": cp.goal,
         "accepted_decisions": list(cp.accepted_decisions),
         "verified_evidence": list(cp.verified_evidence),
         "open_questions": list(cp.open_questions),
-        "constraints": [
-            {"text": c.text, "kind": c.kind, "source_ref": c.source_ref} for c in cp.constraints
-        ],
+        "constraints": [constraint_json(c) for c in cp.constraints],
         "pending_approvals": list(cp.pending_approvals),
         "tool_effects": [
             {"effect_id": t.effect_id, "idempotency_key": t.idempotency_key,
@@ -86,7 +96,7 @@ def checkpoint_of(row: Row) -> TaskCheckpoint:
         accepted_decisions=tuple(body.get("accepted_decisions", ())),
         verified_evidence=tuple(body.get("verified_evidence", ())),
         open_questions=tuple(body.get("open_questions", ())),
-        constraints=tuple(Constraint(**c) for c in body.get("constraints", ())),
+        constraints=tuple(constraint_of(c) for c in body.get("constraints", ())),
         pending_approvals=tuple(body.get("pending_approvals", ())),
         tool_effects=tuple(ToolEffect(**t) for t in body.get("tool_effects", ())),
         next_safe_action=body.get("next_safe_action", ""),

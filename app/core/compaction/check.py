@@ -15,6 +15,9 @@ somewhere in ``view.text``.
                                        word for word in the summary itself, not only in
                                        the checkpoint the view also carries
     compaction.summary_consistent      no summary sentence contradicts a constraint
+    compaction.conclusions_cite_constraints   every accepted decision that depends on a
+                                       constraint (``qualify.depends_on``) carries its
+                                       ``[constraint:<id>]``, and does so in the view
 
 A summary sentence *contradicts* a constraint when it shares at least
 ``MIN_SHARED_TERMS`` subject terms with it (``text.content_terms``: fts tokens and CJK bigrams
@@ -29,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.core.compaction import text as tx
+from app.core.compaction.qualify import cited, depends_on
 from app.core.compaction.values import CompactionCheck, Contradiction, View
 from app.core.model import Check, Constraint, TaskCheckpoint
 
@@ -65,6 +69,20 @@ def _evidence_keys(evidence: Sequence[str]) -> list[str]:
     return [m.group() if (m := tx.REF.search(e)) else e for e in evidence]
 
 
+def uncited(decisions: Sequence[str], constraints: Sequence[Constraint]) -> list[str]:
+    """The decisions that depend on a constraint they do not cite."""
+    return [d for d in decisions
+            if any(c.id and c.id not in cited(d) and depends_on(d, c) for c in constraints)]
+
+
+def conclusions_check(checkpoint: TaskCheckpoint, text: str) -> Check:
+    bad = uncited(checkpoint.accepted_decisions, checkpoint.constraints)
+    absent = [d for d in checkpoint.accepted_decisions if cited(d) and d not in text]
+    detail = f"{len(bad)} uncited, {len(absent)} not in the view" if bad or absent else ""
+    return Check(type="compaction.conclusions_cite_constraints", ok=not (bad or absent),
+                 detail=detail)
+
+
 def validate_compaction(view: View, checkpoint: TaskCheckpoint,
                         pinned: Sequence[str] = (), *,
                         in_summary: Sequence[str] = ()) -> CompactionCheck:
@@ -86,5 +104,6 @@ def validate_compaction(view: View, checkpoint: TaskCheckpoint,
                        detail=f"{len(found)} contradiction(s)" if found else "")
     missing = tx.dedupe([m for _, miss in results for m in miss]
                         + [c.constraint for c in found])
-    return CompactionCheck(checks=(*(c for c, _ in results), consistent), missing=missing,
+    return CompactionCheck(checks=(*(c for c, _ in results), consistent,
+                                   conclusions_check(checkpoint, text)), missing=missing,
                            contradictions=found)

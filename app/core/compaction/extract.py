@@ -3,9 +3,13 @@
 Contract: ``RuleExtractor().extract(events, session_id=...)`` returns an ``Extraction`` of
 facts found in the events, each citing ``session://{sid}/events/{seq}``:
 
-* constraints — qualifier sentences (``text.QUALIFIERS``) of user messages, and of assistant
-  messages that state a rule (clause, policy, must, applies, 条款, 规定, 必须, 适用…). Tool
-  results are untrusted data and never become constraints (a fetched page could plant one).
+* constraints — constraining sentences (``qualify.constraint_kind``: a qualifier with the
+  context of a rule) of user and assistant messages, of successful tool results (a contract
+  usually enters through ``read_contract``; at most ``MAX_CONSTRAINTS_PER_SOURCE`` per
+  result) and of the retrieved ``sources`` the session relied on (``extract_sources``), each
+  a structured ``Constraint`` with its id, ``source_ref``, ``origin`` and, for a deadline, its
+  date (``qualify.constraint``). A constraint only restricts: one planted by a fetched page
+  can narrow an answer, never widen it, and it names its source.
 * pending approvals — message sentences with an approval marker (needs approval, 待审批…).
 * decisions — message sentences with a decision marker; a later decision with a supersede
   marker (instead, no longer, 改为…) drops the earlier ones on the same subject (≥ 2 shared
@@ -20,17 +24,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.core.compaction import text as tx
+from app.core.compaction.qualify import constraint, constraint_kind
 from app.core.model import Constraint, SessionEvent, ToolEffect
 
-_RULE = re.compile(r"\b(?:clause|policy|rule|must|applies|allowed|eligible)\b|"
-                   r"条款|规定|必须|适用|第\s*[\d.]+\s*条|合同", re.IGNORECASE)
 MAX_EVIDENCE_PER_RESULT = 3
+MAX_CONSTRAINTS_PER_SOURCE = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """Retrieved evidence the session relied on (a segment of one of its turns' envelopes,
+    as the manifests record it), read again by its ``ref``."""
+
+    ref: str
+    text: str
+    origin: str = "knowledge"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,11 +83,27 @@ def _decide(acc: _Acc, cited: str, sentence: str) -> None:
     acc.decisions.append(cited)
 
 
+def constraints_in(text: str, *, ref: str, origin: str) -> list[Constraint]:
+    """The constraining sentences of one source, at most ``MAX_CONSTRAINTS_PER_SOURCE``."""
+    if not any(p.may_occur(text) for _, p in tx.QUALIFIERS):
+        return []
+    out = []
+    for s in tx.sentences(text):
+        kind = constraint_kind(s)
+        if kind is not None:
+            out.append(constraint(s, kind, source_ref=ref, origin=origin))
+            if len(out) == MAX_CONSTRAINTS_PER_SOURCE:
+                break
+    return out
+
+
+def extract_sources(sources: Sequence[Source]) -> tuple[Constraint, ...]:
+    return tuple(c for s in sources for c in constraints_in(s.text, ref=s.ref, origin=s.origin))
+
+
 def _message(acc: _Acc, e: SessionEvent, ref: str) -> None:
+    acc.constraints.extend(constraints_in(e.content, ref=ref, origin=e.role or "user"))
     for s in tx.sentences(e.content):
-        kinds = tx.qualifier_kinds(s)
-        if kinds and (e.role == "user" or _RULE.search(s)):
-            acc.constraints.append(Constraint(text=s, kind=kinds[0], source_ref=ref))
         if tx.APPROVAL.search(s):
             acc.approvals.append(s)
         elif tx.QUESTION.search(s):
@@ -140,6 +169,7 @@ class RuleExtractor:
                     effects.append(effect)
                 if not e.is_error:
                     _result_evidence(acc, e, ref)
+                    acc.constraints.extend(constraints_in(e.content, ref=ref, origin="tool"))
         return Extraction(
             goal=goal, decisions=tuple(acc.decisions), superseded=tuple(acc.superseded),
             evidence=tuple(acc.evidence), questions=tuple(acc.questions),

@@ -1,0 +1,58 @@
+"""Task state for a session without a task: its committed state rendered like a checkpoint.
+
+Contract (pure): a session's state is a ``TaskCheckpoint`` value with an empty ``task_id``
+(``commit`` builds it exactly as it builds a task's revision; the store keeps one per
+session). ``session_state_candidates`` renders it as task state: a never-compress ``core``
+(goal, constraints verbatim with their ids, dates and status at the turn's ``now``, pending
+approvals, next safe action; priority 100) and a compressible ``detail`` (decisions carrying
+``[constraint:<id>]``, evidence, open questions, tool effects; priority 80), cited as
+``session://{sid}/state/{revision}#core|#detail``. The turn validates against it as it
+validates against a task checkpoint.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from app.core.candidates import (
+    WHOLE_TENANT,
+    CountTokens,
+    checkpoint_core_text,
+    checkpoint_detail_text,
+)
+from app.core.model import (
+    Candidate,
+    DataLevel,
+    Freshness,
+    Kind,
+    Layer,
+    Section,
+    TaskCheckpoint,
+    Trust,
+)
+from app.core.refs import session_ref
+
+
+def state_ref(session_id: str, revision: int, part: str | None = None) -> str:
+    ref = f"{session_ref(session_id)}/state/{revision}"
+    return ref if part is None else f"{ref}#{part}"
+
+
+def session_state_candidates(state: TaskCheckpoint, *, session_id: str, tenant_id: str,
+                             count_tokens: CountTokens, now: datetime | None
+                             ) -> list[Candidate]:
+    core = checkpoint_core_text(state, now).split("\n", 1)[-1]  # not "Task  (checkpoint …)"
+    parts = [("core", f"Session state (revision {state.revision}; the session has no task)\n"
+              + core)]
+    detail = checkpoint_detail_text(state)
+    if detail:
+        parts.append(("detail", detail))
+    return [Candidate(
+        ref=state_ref(session_id, state.revision, part), kind=Kind.TASK_STATE,
+        layer=Layer.SESSION, section=Section.DYNAMIC, role="system", content=text,
+        tenant_id=tenant_id, origin=session_ref(session_id), trust=Trust.SYSTEM,
+        sensitivity=DataLevel.INTERNAL, acl=WHOLE_TENANT, owner_user_id=state.user_id,
+        freshness=Freshness(observed_at=state.created_at, revision=str(state.revision)),
+        tokens=count_tokens(text), priority=100 if part == "core" else 80,
+        never_compress=part == "core", reason=f"session state {part}")
+        for part, text in parts]
