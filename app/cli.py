@@ -166,6 +166,16 @@ def cmd_hook_claude_code(_: argparse.Namespace) -> None:
     sys.exit(hook())
 
 
+def cmd_bundles_push(args: argparse.Namespace) -> None:
+    from app.integrations.bundles_push import PushOptions, push
+
+    sys.exit(push(PushOptions(
+        path=args.path, bundle_id=args.bundle_id, runtime=args.runtime, revision=args.revision,
+        promote=args.promote, canary_share=args.canary_share,
+        canary_agents=tuple(args.canary_agent or ()), allow_dirty=args.allow_dirty),
+        os.environ))
+
+
 def cmd_bench(argv: list[str]) -> None:
     import bench
 
@@ -184,6 +194,39 @@ examples:
   ctxgate demo && ctxgate serve          the guided tour, then the API on 127.0.0.1:8080
   KEY=$(ctxgate keys create --tenant acme --role runtime --quiet)
   ctxgate bench --scale smoke            a one-minute benchmark"""
+
+
+def bundles_push_parser(bundles: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from app.core.bundles import RUNTIMES
+
+    push = bundles.add_parser(
+        "push", help="register a git checkout's instruction files as a bundle revision",
+        description="Reads the instruction files RUNTIME loads (AGENTS.md, CLAUDE.md, "
+        ".claude/rules, SOUL.md, .hermes.md, ...) as committed at HEAD in the git work tree "
+        "holding PATH (tracked files only), and registers them as a revision of the bundle "
+        "with the repository and commit as its source; prints the server's lint findings. "
+        "Content the bundle already holds registers nothing. A client of the server at "
+        "CTXGATE_URL (default http://127.0.0.1:8080) with an admin key of the tenant in "
+        "CTXGATE_API_KEY. Exit codes: 0 done, 1 the server refused or is unreachable, 2 bad "
+        "input (nothing sent).")
+    push.add_argument("path", type=Path, metavar="PATH",
+                      help="a directory inside the git work tree (its whole repository is read)")
+    push.add_argument("--bundle-id", required=True, metavar="ID",
+                      help="the bundle to add the revision to (workspace.bundle_id of a turn)")
+    push.add_argument("--runtime", required=True, choices=RUNTIMES,
+                      help="the agent runtime whose files and loading rules apply")
+    push.add_argument("--revision", metavar="REV",
+                      help="the revision id (default: the first 12 hex digits of the commit)")
+    push.add_argument("--promote", action="store_true",
+                      help="make the revision the stable one: new sessions get it")
+    push.add_argument("--canary-share", type=float, metavar="SHARE",
+                      help="promote as canary instead, for this share of new sessions (0..1)")
+    push.add_argument("--canary-agent", action="append", metavar="AGENT",
+                      help="promote as canary for this agent id (repeatable)")
+    push.add_argument("--allow-dirty", action="store_true",
+                      help="push HEAD's content even when those files have uncommitted "
+                      "changes (which stay out)")
+    push.set_defaults(func=cmd_bundles_push)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -219,6 +262,8 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--quiet", action="store_true",
                         help="print only the secret (for KEY=$(ctxgate keys create ...))")
     create.set_defaults(func=cmd_keys_create)
+    bundles_push_parser(sub.add_parser("bundles", help="instruction bundles on a running "
+                                       "server").add_subparsers(dest="bundles", required=True))
     sub.add_parser(
         "mcp", help="the MCP server on stdio (for agent runtimes)",
         description="Serves ctxgate's MCP tools on stdin/stdout, calling the server at "
