@@ -82,6 +82,14 @@ class NewChunk:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClientChunk:
+    """A chunk as the client made it: its text and the client's embedding of it."""
+
+    text: str
+    embedding: Vector
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NewDocument:
     doc_id: str
     version: str  # the client's label; the store orders versions by first ingest

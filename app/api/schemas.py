@@ -8,6 +8,7 @@ error, not silently ignored.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -22,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.api.embeddings import Loc, Vector
 from app.core.ids import MAX_ID_LEN, normalize_id
 from app.core.memory_gate import MemoryWrite
 from app.core.model import (
@@ -40,7 +42,7 @@ from app.core.model import (
     Workspace,
 )
 from app.core.registry import BundleFile, BundleRevision
-from app.ports import DocumentInfo, NewDocument, NewEvent
+from app.ports import ClientChunk, DocumentInfo, NewDocument, NewEvent
 
 INT32_MAX = 2**31 - 1  # sequence numbers and revisions are PostgreSQL integers
 
@@ -101,7 +103,6 @@ Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 DataLevelName = Literal["public", "internal", "confidential", "secret"]
 RoleName = Literal["runtime", "ops", "admin"]
 VisibilityName = Literal["self", "tree", "agent", "all"]
-EMBEDDING_DIM = 384
 
 
 class Wire(BaseModel):
@@ -352,11 +353,40 @@ class AclIn(Wire):
         return self
 
 
+def _has_content(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a chunk needs non-whitespace text")
+    return value
+
+
+class ChunkIn(Wire):
+    text: Annotated[str, Field(min_length=1, max_length=32_000), NulFree,
+                    AfterValidator(_has_content)]
+    embedding: Vector = Field(description="this chunk's text embedded by the client's model "
+                                          "(the server's dimension)")
+
+
+DOCUMENT_CHARS = 500_000
+
+
 class DocumentIn(TenantClaim):
+    """A document as ``text`` (the server chunks and embeds it) or as ``chunks``, each with
+    the client's embedding -- exactly one of the two.
+
+    Why client chunks rather than embeddings aligned with the server's chunks: the server
+    chunks by its own tokenizer's counts (320 tokens, overlap 32), which a client cannot
+    reproduce, so aligned vectors would need a round trip to learn the chunks and would break
+    whenever the chunker changes. With ``chunks`` each stored chunk is exactly the text the
+    client embedded; the server still counts its tokens and scans it, and searches it by
+    vector and full text like any chunk. The chunk texts together are bound like ``text``."""
+
     doc_id: Id
     version: DocVersion
     title: ShortText | None = None
-    text: Annotated[str, Field(min_length=1, max_length=500_000), NulFree]
+    text: Annotated[str, Field(min_length=1, max_length=DOCUMENT_CHARS), NulFree] | None = None
+    chunks: list[ChunkIn] | None = Field(
+        default=None, min_length=1, max_length=1000,
+        description="instead of text: the document pre-chunked, each chunk with its embedding")
     domain: Id | None = None
     sensitivity: DataLevelName
     trust: Literal["reviewed", "evidence", "untrusted"]
@@ -364,6 +394,25 @@ class DocumentIn(TenantClaim):
     observed_at: Instant = None
     expires_at: Instant = None
     source: ShortText | None = None
+
+    @model_validator(mode="after")
+    def _text_or_chunks(self) -> DocumentIn:
+        if (self.text is None) == (self.chunks is None):
+            raise ValueError("give text or chunks, exactly one of the two")
+        if self.chunks is not None and sum(len(c.text) for c in self.chunks) > DOCUMENT_CHARS:
+            raise ValueError(f"the chunks hold more than {DOCUMENT_CHARS} characters")
+        return self
+
+    def content(self) -> str | tuple[ClientChunk, ...]:
+        """``text`` for the server to chunk and embed, or the client's chunks."""
+        if self.chunks is None:
+            assert self.text is not None
+            return self.text
+        return tuple(ClientChunk(text=c.text, embedding=c.embedding) for c in self.chunks)
+
+    def vectors(self) -> Iterator[tuple[Loc, Sequence[float]]]:
+        for j, c in enumerate(self.chunks or ()):
+            yield ("chunks", j, "embedding"), c.embedding
 
     def to_domain(self) -> NewDocument:
         acl = (Acl(whole_tenant=True) if self.acl is None
@@ -575,8 +624,9 @@ class ContextRequest(TenantClaim):
     domain: Id | None = None
     data_level: DataLevelName = "internal"
     query: Annotated[str, Field(min_length=1, max_length=32_000), NulFree]
-    query_embedding: list[float] | None = Field(
-        default=None, min_length=EMBEDDING_DIM, max_length=EMBEDDING_DIM)
+    query_embedding: Vector | None = Field(
+        default=None, description="the query embedded by the client's model (the server's "
+                                  "dimension); the embedder is then not called")
     budget: BudgetIn
     redaction_profile: Id | None = None
     session_visibility: VisibilityName | None = Field(
@@ -592,12 +642,22 @@ class ContextRequest(TenantClaim):
         description="Events to append to session_id (shapes as POST /v1/sessions/{id}/events) "
                     "before the turn is assembled; once per client turn_id, a retry appends "
                     "nothing new. Requires session_id.")
+    parent_session_id: Id | None = Field(
+        default=None, description="with append_events: the parent of a session they create "
+                                  "(as POST /v1/sessions/{id}/events; agent_id too); ignored "
+                                  "for a session that exists")
 
     @model_validator(mode="after")
     def _append_needs_session(self) -> ContextRequest:
         if self.append_events is not None and self.session_id is None:
             raise ValueError("append_events needs a session_id")
+        if self.parent_session_id is not None and self.append_events is None:
+            raise ValueError("parent_session_id applies to a session append_events creates")
         return self
+
+    def vectors(self) -> Iterator[tuple[Loc, Sequence[float]]]:
+        if self.query_embedding is not None:
+            yield ("query_embedding",), self.query_embedding
 
     def appended_events(self) -> list[NewEvent]:
         return events_to_domain(self.append_events or [])
@@ -740,6 +800,13 @@ class MemoryIn(TenantClaim):
     ttl_days: int | None = Field(default=None, ge=1, le=3650)
     task_id: Id | None = None
     pinned: bool = Field(default=False, description="user_stated user preferences only")
+    embedding: Vector | None = Field(
+        default=None, description="the statement embedded by the client's model (the "
+                                  "server's dimension); the embedder is then not called")
+
+    def vectors(self) -> Iterator[tuple[Loc, Sequence[float]]]:
+        if self.embedding is not None:
+            yield ("embedding",), self.embedding
 
     @model_validator(mode="after")
     def _consistent(self) -> MemoryIn:

@@ -1,7 +1,9 @@
 """Knowledge ingestion: chunk, count, scan, embed, index; a new version supersedes the old
 chunks. Each chunk's token count and detector findings are made here, once, and stored with
 it, so no turn re-tokenizes or rescans what it retrieves. A batch (``ingest_many``) makes one
-embedder call for all its chunks and one transaction for all its documents.
+embedder call for all its chunks and one transaction for all its documents. A document may
+come pre-chunked with the client's embeddings (``ClientChunk``): its chunks are stored as
+given, counted and scanned, and never reach the embedder.
 
 Management (list, get, delete) is bounded by the key: a document above its data level or
 outside its domains is absent to it (404), as is another tenant's. Listing pages by
@@ -21,6 +23,7 @@ from app.core.model import Principal
 from app.core.refs import doc_ref
 from app.ports import (
     AuditRecord,
+    ClientChunk,
     DocumentBounds,
     DocumentInfo,
     Embedder,
@@ -62,24 +65,32 @@ class KnowledgeService:
         self._count = count_tokens
         self._scan = scan
 
-    async def ingest(self, *, tenant_id: str, document: NewDocument, text: str) -> int:
-        return (await self.ingest_many(tenant_id=tenant_id, documents=[(document, text)]))[0]
+    async def ingest(self, *, tenant_id: str, document: NewDocument,
+                     content: str | Sequence[ClientChunk]) -> int:
+        return (await self.ingest_many(tenant_id=tenant_id, documents=[(document, content)]))[0]
 
     async def ingest_many(self, *, tenant_id: str,
-                          documents: Sequence[tuple[NewDocument, str]]) -> list[int]:
-        """Each (document, text) chunked and scanned, every chunk of the batch embedded in one
-        ``embed_passages`` call, then all written in one transaction (all or nothing).
-        Returns each document's chunk count, in order."""
-        pieces = [chunk_text(text, max_tokens=CHUNK_TOKENS, overlap_tokens=CHUNK_OVERLAP,
-                             count_tokens=self._count) for _, text in documents]
-        flat = [p for ps in pieces for p in ps]
+                          documents: Sequence[tuple[NewDocument, str | Sequence[ClientChunk]]]
+                          ) -> list[int]:
+        """Each document's chunks counted and scanned -- its text chunked here, or the
+        client's chunks as given --, the chunks without a client embedding embedded in one
+        ``embed_passages`` call (none: no call), then all written in one transaction (all or
+        nothing). Returns each document's chunk count, in order."""
+        pieces: list[list[ClientChunk] | list[str]] = [
+            list(content) if not isinstance(content, str)
+            else chunk_text(content, max_tokens=CHUNK_TOKENS, overlap_tokens=CHUNK_OVERLAP,
+                            count_tokens=self._count)
+            for _, content in documents]
+        flat = [p for ps in pieces for p in ps if isinstance(p, str)]
         vectors = iter(await self._embedder.embed_passages(flat) if flat else [])
         out: list[NewDocument] = []
         for (document, _), ps in zip(documents, pieces, strict=True):
+            made = [(p, next(vectors)) if isinstance(p, str) else (p.text, p.embedding)
+                    for p in ps]
             chunks = tuple(
-                NewChunk(chunk_no=i, text=p, tokens=self._count(p), embedding=next(vectors),
-                         findings=tuple(self._scan(p)))
-                for i, p in enumerate(ps))
+                NewChunk(chunk_no=i, text=text, tokens=self._count(text), embedding=vector,
+                         findings=tuple(self._scan(text)))
+                for i, (text, vector) in enumerate(made))
             out.append(replace(document, chunks=chunks))
         return await self._store.upsert_many(tenant_id=tenant_id, documents=out)
 

@@ -3,7 +3,10 @@
 - ``write`` embeds the statement, then lets the store run the pure gate
   (``app.core.memory_gate.decide``) under its per-scope lock. Evidence-backed origins without
   an explicit expiry get ``default_ttl_days``. ``write_many`` does the same for a batch with
-  one embedder call and one transaction; each write has its own decision.
+  one embedder call and one transaction; each write has its own decision. A write may carry
+  the client's embedding, which is used as given (the embedder never sees that statement).
+  The gate analyses each statement once per batch (``statement_terms``, memoized here), not
+  once per write that meets it among its related records.
 - Reads: another tenant's or another user's memory is the same ``NotFound`` as a missing one;
   a runtime key reads user memories only with the matching ``user_id``.
 - ``recall(scope, query, embedding)`` returns the pushed-down hits of both rankers;
@@ -12,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -22,9 +26,24 @@ import orjson
 from app.adapters.redis.pins import RedisPinSnapshots
 from app.core.errors import Conflict, ForbiddenScope, NotFound
 from app.core.guards.safety import Detector
-from app.core.memory_gate import Existing, GateDecision, MemoryWrite, decide
+from app.core.memory_gate import (
+    Existing,
+    GateDecision,
+    MemoryWrite,
+    TermsOf,
+    decide,
+    statement_terms,
+)
 from app.core.model import DataLevel, MemoryHit, MemoryRecord, MemoryStatus, Principal, Role, Scope
-from app.ports import Embedder, Gate, MemoryFilter, MemoryProbe, MemoryQuery, MemoryStore
+from app.ports import (
+    Embedder,
+    Gate,
+    MemoryFilter,
+    MemoryProbe,
+    MemoryQuery,
+    MemoryStore,
+    Vector,
+)
 
 PIN_LIMIT = 10
 PIN_TOKENS = 500
@@ -48,37 +67,43 @@ class MemoryService:
                     ) -> tuple[GateDecision, MemoryRecord | None]:
         return (await self.write_many(principal=principal, writes=[write]))[0]
 
-    async def write_many(self, *, principal: Principal, writes: Sequence[MemoryWrite]
+    async def write_many(self, *, principal: Principal, writes: Sequence[MemoryWrite],
+                         embeddings: Sequence[Vector | None] | None = None
                          ) -> list[tuple[GateDecision, MemoryRecord | None]]:
-        """Each write's decision (and record), in order. The statements the gate could store
-        are embedded in one ``embed_passages`` call, then stored in one transaction, each
-        gated against the records before it (the batch's earlier writes included)."""
+        """Each write's decision (and record), in order. ``embeddings`` (aligned with
+        ``writes``; None: all the server's) are the client's vectors, used as given; the other
+        statements the gate could store are embedded in one ``embed_passages`` call (none
+        left: no call). Then all are stored in one transaction, each gated against the
+        records before it (the batch's earlier writes included)."""
         now = datetime.now(UTC)
+        terms: TermsOf = functools.cache(statement_terms)  # this batch's; dropped with it
         out: list[tuple[GateDecision, MemoryRecord | None] | None] = []
-        kept: list[MemoryWrite] = []
-        for write in writes:
+        kept: list[tuple[MemoryWrite, Vector | None]] = []
+        for write, given in zip(writes, embeddings or [None] * len(writes), strict=True):
             if write.expires_at is None and write.origin in EVIDENCE_TTL_ORIGINS:
                 write = _with_expiry(write, now + self._ttl)
             # Embed only what the gate could store: a secret must not leave for an embedder.
-            pre = self._gate(write)(())
+            pre = self._gate(write, terms)(())
             if pre.decision == "rejected" and pre.type != "memory.missing_evidence":
                 out.append((pre, None))
             else:
                 out.append(None)
-                kept.append(write)
+                kept.append((write, given))
         if not kept:
             return [r for r in out if r is not None]
-        vectors = await self._embedder.embed_passages([w.statement for w in kept])
+        needed = [w.statement for w, given in kept if given is None]
+        made = iter(await self._embedder.embed_passages(needed) if needed else [])
         stored = iter(await self._store.write_many(tenant_id=principal.tenant_id, writes=[
-            (MemoryProbe(write=w, memory_id=f"mem_{uuid.uuid4().hex[:16]}", embedding=v,
-                         actor=principal.key_id, now=now), self._gate(w))
-            for w, v in zip(kept, vectors, strict=True)]))
+            (MemoryProbe(write=w, memory_id=f"mem_{uuid.uuid4().hex[:16]}",
+                         embedding=given if given is not None else next(made),
+                         actor=principal.key_id, now=now), self._gate(w, terms))
+            for w, given in kept]))
         return [r if r is not None else next(stored) for r in out]
 
-    def _gate(self, write: MemoryWrite) -> Gate:
+    def _gate(self, write: MemoryWrite, terms: TermsOf) -> Gate:
         def gate(existing: Sequence[Existing]) -> GateDecision:
             return decide(write, existing=existing, secret_detectors=self._secret,
-                          pii_detectors=self._pii)
+                          pii_detectors=self._pii, terms=terms)
         return gate
 
     async def get(self, *, principal: Principal, memory_id: str, user_id: str | None

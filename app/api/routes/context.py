@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.api.deps import AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.embeddings import check_dimensions
 from app.api.routing import OrjsonRoute
 from app.api.schemas import ContextRequest, ContextResponse, Problem
 from app.service.assemble import request_sha256
@@ -19,11 +20,13 @@ ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
 async def assemble_context(body: ContextRequest, principal: RuntimeDep,
                            container: ContainerDep, request: Request,
                            assertion: AssertionDep = None) -> Response:
+    check_dimensions([body], dim=container.embedder.dim, batch=False)
     check_tenant_claim(principal, body.tenant_id)
     _, groups = bind_user(principal, assertion, user_id=body.user_id, groups=body.groups)
     req = body.to_domain(groups=groups)
     raw = body.model_dump(mode="json", exclude_none=True)
     raw["turn_id"] = req.turn_id
     payload = await container.assembler.turn(principal, req, request_sha256(raw),
-                                             append=body.appended_events())
+                                             append=body.appended_events(),
+                                             parent_session_id=body.parent_session_id)
     return Response(payload, media_type="application/json")

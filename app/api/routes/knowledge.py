@@ -15,6 +15,7 @@ from fastapi import APIRouter, Path, Query, Response
 
 from app.api.batch import check_each
 from app.api.deps import ContainerDep, ReaderDep, RuntimeDep, check_tenant_claim, require
+from app.api.embeddings import check_dimensions
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     DocumentBatchIn,
@@ -46,8 +47,10 @@ async def ingest_document(body: DocumentWriteIn, principal: RuntimeDep,
                           container: ContainerDep) -> DocumentIngested | DocumentBatchOut:
     """Ingest one document, or a batch of up to 100 (``{"items": [...]}``: every chunk
     embedded in one call, all documents in one transaction; an item the key may not write
-    fails the batch and nothing is written)."""
+    fails the batch and nothing is written). A document given as ``chunks`` carries the
+    client's embeddings: only the other documents' chunks reach the embedder."""
     items, batch = (body.items, True) if isinstance(body, DocumentBatchIn) else ([body], False)
+    check_dimensions(items, dim=container.embedder.dim, batch=batch)
 
     def check(item: DocumentIn) -> None:
         check_tenant_claim(principal, item.tenant_id)
@@ -59,7 +62,7 @@ async def ingest_document(body: DocumentWriteIn, principal: RuntimeDep,
 
     check_each(items, check, batch=batch)
     counts = await container.knowledge.ingest_many(
-        tenant_id=principal.tenant_id, documents=[(item.to_domain(), item.text)
+        tenant_id=principal.tenant_id, documents=[(item.to_domain(), item.content())
                                                   for item in items])
     out = [DocumentIngested(doc_id=item.doc_id, version=item.version, chunks=n)
            for item, n in zip(items, counts, strict=True)]

@@ -23,6 +23,7 @@ from app.api.deps import (
     RuntimeDep,
     check_tenant_claim,
 )
+from app.api.embeddings import check_dimensions
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     Id,
@@ -59,8 +60,10 @@ async def write_memory(body: MemoryWriteIn, principal: RuntimeDep, container: Co
                        ) -> MemoryDecisionOut | MemoryBatchOut:
     """Propose one memory, or a batch of up to 100 (``{"items": [...]}``: one embedder
     call, one transaction; any item that fails validation or the key's checks fails the
-    batch and nothing is written)."""
+    batch and nothing is written). An item with an ``embedding`` is not sent to the
+    embedder; the others of the batch go in one call."""
     items, batch = (body.items, True) if isinstance(body, MemoryBatchIn) else ([body], False)
+    check_dimensions(items, dim=container.embedder.dim, batch=batch)
 
     def check(item: MemoryIn) -> None:
         check_tenant_claim(principal, item.tenant_id)
@@ -70,7 +73,8 @@ async def write_memory(body: MemoryWriteIn, principal: RuntimeDep, container: Co
     check_each(items, check, batch=batch)
     now = datetime.now(UTC)
     done = await container.memories.write_many(
-        principal=principal, writes=[item.to_domain(now) for item in items])
+        principal=principal, writes=[item.to_domain(now) for item in items],
+        embeddings=[item.embedding for item in items])
     if any(decision.decision in CREATED for decision, _ in done):
         response.status_code = 201
     out = [MemoryDecisionOut(decision=decision.decision, type=decision.type,
