@@ -1,9 +1,12 @@
 """The long-term memory write gate: should this candidate become a memory, and how?
 
-Contract: ``decide(write, existing=..., secret_detectors=..., pii_detectors=...)`` is pure (no
-I/O, no clock): the store passes in the live records of the same scope (each with its cosine
-``similarity`` to the candidate, when embeddings exist). It returns a ``GateDecision`` whose
-``type`` is stable. Steps run in this order; the first that decides wins:
+Contract: ``decide(write, existing=..., secret_detectors=..., pii_detectors=..., terms=...)``
+is pure (no I/O, no clock): the store passes in the live records of the same scope (each with
+its cosine ``similarity`` to the candidate, when embeddings exist). It returns a
+``GateDecision`` whose ``type`` is stable. ``terms`` is ``statement_terms`` or a memo of it:
+a batch meets the same related records in every write, and analysing each statement once per
+batch instead of once per write took the gate from ~4 ms to ~0.3 ms a write (100 writes
+against 50 records). Steps run in this order; the first that decides wins:
 
 1. labels          ``memory.missing_label``         owner, source_session; user scope: user_id
 2. classification  ``memory.sensitivity_secret``    sensitivity ``secret`` is never stored
@@ -34,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -118,11 +121,24 @@ def norm_sha256(statement: str) -> str:
     return hashlib.sha256(normalize(statement).encode()).hexdigest()
 
 
-def _terms(statement: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(subject terms, value terms): value terms hold a digit (versions, sizes, dates)."""
-    terms = fts.query_terms(normalize(statement))
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """What the gate compares of a statement: its normalized form, its subject terms and its
+    value terms (those holding a digit: versions, sizes, dates)."""
+
+    norm: str
+    subject: frozenset[str]
+    values: frozenset[str]
+
+
+def statement_terms(statement: str) -> Terms:
+    norm = normalize(statement)
+    terms = fts.query_terms(norm)
     values = frozenset(t for t in terms if any(ch.isdigit() for ch in t))
-    return frozenset(terms) - values, values
+    return Terms(norm=norm, subject=frozenset(terms) - values, values=values)
+
+
+TermsOf = Callable[[str], Terms]
 
 
 def _reject(type_: str, reason: str) -> GateDecision:
@@ -172,15 +188,16 @@ def _comparable(w: MemoryWrite, r: MemoryRecord) -> bool:
     return r.status in (MemoryStatus.ACTIVE, MemoryStatus.PENDING)
 
 
-def _duplicate(w: MemoryWrite, existing: Sequence[Existing]) -> GateDecision | None:
-    norm = normalize(w.statement)
-    _, values = _terms(w.statement)
+def _duplicate(w: MemoryWrite, existing: Sequence[Existing], terms: TermsOf
+               ) -> GateDecision | None:
+    mine = terms(w.statement)
     for e in existing:
         if not _comparable(w, e.record):
             continue
-        same = normalize(e.record.statement) == norm
+        theirs = terms(e.record.statement)
+        same = theirs.norm == mine.norm
         near = (e.similarity is not None and e.similarity >= NEAR_DUPLICATE
-                and _terms(e.record.statement)[1] == values)
+                and theirs.values == mine.values)
         if same or near:
             how = "same statement" if same else f"near-duplicate (cosine {e.similarity:.3f})"
             return GateDecision(decision="duplicate", type="memory.duplicate",
@@ -192,20 +209,21 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
 
 
-def _contradicted(w: MemoryWrite, existing: Sequence[Existing]) -> MemoryRecord | None:
+def _contradicted(w: MemoryWrite, existing: Sequence[Existing], terms: TermsOf
+                  ) -> MemoryRecord | None:
     if w.origin == "model_inference":
         return None  # a guess never overrides a fact
-    subject, values = _terms(w.statement)
+    mine = terms(w.statement)
     for e in existing:
         r = e.record
         if r.status is not MemoryStatus.ACTIVE:
             continue
         if w.key is not None and r.subject_key == w.key:
             return r
-        if w.key is None and values:
-            other_subject, other_values = _terms(r.statement)
-            if (other_values and other_values != values
-                    and _overlap(subject, other_subject) >= SUBJECT_OVERLAP):
+        if w.key is None and mine.values:
+            theirs = terms(r.statement)
+            if (theirs.values and theirs.values != mine.values
+                    and _overlap(mine.subject, theirs.subject) >= SUBJECT_OVERLAP):
                 return r
     return None
 
@@ -226,12 +244,13 @@ def _approval(w: MemoryWrite) -> GateDecision:
 
 
 def decide(w: MemoryWrite, *, existing: Sequence[Existing], secret_detectors: Sequence[Detector],
-           pii_detectors: Sequence[Detector]) -> GateDecision:
-    early = _labels(w) or _classify(w, secret_detectors, pii_detectors) or _duplicate(w, existing)
+           pii_detectors: Sequence[Detector], terms: TermsOf = statement_terms) -> GateDecision:
+    early = (_labels(w) or _classify(w, secret_detectors, pii_detectors)
+             or _duplicate(w, existing, terms))
     if early is not None:
         return early
     approval = _approval(w)
-    old = _contradicted(w, existing)
+    old = _contradicted(w, existing, terms)
     if old is None or approval.status is None:
         return approval
     if approval.status is MemoryStatus.ACTIVE:
