@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from ctxgate_client import (
     AsyncCtxgateClient,
+    Chunk,
     ConflictError,
     DocumentIn,
     ForbiddenError,
@@ -22,7 +23,9 @@ from ctxgate_client import (
 
 from tests.client.conftest import Connect
 
-BUNDLE = "acme.payments:rules ü"
+DIM = 384  # the server's embedder (e5-small)
+
+BUNDLE = "github.com/acme/payments:rules ü"
 REFUND = ("Refund calls time out after 30 seconds because RetryConfig caps the retries at "
           "three; raise the cap only with SRE sign-off.")
 
@@ -86,6 +89,8 @@ async def test_a_turn_end_to_end(connect: Connect, keys: dict[str, str]) -> None
     compaction = await ctx.compact_session("s1", user_id="alice", budget_tokens=50,
                                            task_id="task-1")
     assert compaction.trigger == "manual" and compaction.compaction_id
+    breaker = await connect(keys["admin"]).reset_compaction("s1")
+    assert (breaker.session_id, breaker.state) == ("s1", "closed")
 
     manifest = await ctx.get_manifest("turn-a1")
     assert manifest.turn_id == "turn-a1" and manifest.session_id == "s1"
@@ -246,22 +251,33 @@ async def test_documents_and_ids_as_users_have_them(connect: Connect,
         await ctx.get_document("a%2Fb")
     assert (await ctx.get_document("a/b")).doc_id == "a/b"  # not the same document
 
-    user, session, task = "auth0|65f0c1", "agent:main:discord:channel:123", "task|ü 1"
+    user, session, task = "auth0|65f0c1", "team/agent:main:discord:123", "tasks/ü 1"
     await ctx.append_events(session, user_id=user, events=[Message(role="user", content="hi")])
     await ctx.put_checkpoint(task, user_id=user, session_id=session, goal="ship it")
     turn = await ctx.assemble_context(user_id=user, session_id=session, task_id=task,
-                                      turn_id="turn:1 ü@x", query="what now?", budget=4000)
-    assert (turn.turn_id, turn.manifest.session_id) == ("turn:1 ü@x", session)
-    assert (await ctx.get_manifest("turn:1 ü@x")).user_id == user
+                                      turn_id="turn:1/ü@x", query="what now?", budget=4000)
+    assert (turn.turn_id, turn.manifest.session_id) == ("turn:1/ü@x", session)
+    assert (await ctx.get_manifest("turn:1/ü@x")).user_id == user
     assert (await ctx.get_checkpoint(task, user_id=user)).goal == "ship it"
     assert [e.content for e in (await ctx.list_events(session, user_id=user)).events] == ["hi"]
     with pytest.raises(InvalidRequestError):  # 257 characters
         await ctx.get_document("x" * 257)
 
 
-@pytest.mark.xfail(reason="only /v1/knowledge/documents/{doc_id:path} routes an id holding "
-                          "'/' (sent as %2F); the other routes match the decoded path")
-async def test_a_slash_in_any_path_id(connect: Connect, keys: dict[str, str]) -> None:
+
+async def test_writes_with_the_clients_own_embeddings(connect: Connect,
+                                                      keys: dict[str, str]) -> None:
     ctx = connect(keys["runtime"])
-    await ctx.put_checkpoint("team/task-1", user_id="alice", goal="g")
-    assert (await ctx.get_checkpoint("team/task-1", user_id="alice")).task_id == "team/task-1"
+    unit = [1.0] + [0.0] * (DIM - 1)
+    done = await ctx.ingest_document(
+        doc_id="pre-chunked", version="v1", sensitivity="internal", trust="reviewed",
+        chunks=[Chunk(text="RetryConfig caps retries at three.", embedding=unit),
+                {"text": "Raise it only with SRE sign-off.", "embedding": unit}])
+    assert done.chunks == 2
+    memory = await ctx.propose_memory(
+        statement="Alice deploys on Tuesdays", scope={"level": "user", "user_id": "alice"},
+        origin="user_stated", source_session="s1", owner="alice", embedding=unit)
+    assert memory.decision == "accepted"
+    turn = await ctx.assemble_context(user_id="alice", query="retry cap?", budget=3000,
+                                      query_embedding=unit)
+    assert "RetryConfig" in str(turn.envelope.messages)

@@ -39,7 +39,9 @@ from ctxgate_client.models import (
     Channel,
     Checkpoint,
     CheckpointSaved,
+    Chunk,
     Compaction,
+    CompactionBreaker,
     Constraint,
     ContextResponse,
     DataLevel,
@@ -138,13 +140,14 @@ class AsyncCtxgateClient:
         query_embedding: Sequence[float] | None = None, redaction_profile: str | None = None,
         session_visibility: Visibility | None = None,
         workspace: Workspace | Mapping[str, Any] | None = None, agent_id: str | None = None,
-        tenant_id: str | None = None,
+        parent_session_id: str | None = None, tenant_id: str | None = None,
     ) -> ContextResponse:
         """POST /v1/context: assemble one turn. ``budget`` is a ``Budget`` or its
         ``max_tokens``. ``append_events`` are appended to ``session_id`` first, in the same
-        call. With a ``turn_id`` of your own the call is retried on 503/429 (the server
-        answers a repeated turn_id with the first answer and appends once); without one it
-        is sent once."""
+        call (``parent_session_id``, ``agent_id``: of a session they create). With a
+        ``turn_id`` of your own the call is retried on 503/429 (the server answers a
+        repeated turn_id with the first answer and appends once); without one it is sent
+        once."""
         return await self._send(Call(
             method="POST", path="/v1/context", read=model(ContextResponse),
             idempotent=turn_id is not None,
@@ -155,7 +158,8 @@ class AsyncCtxgateClient:
                 budget=Budget(max_tokens=budget) if isinstance(budget, int) else budget,
                 redaction_profile=redaction_profile, session_visibility=session_visibility,
                 workspace=workspace, agent_id=agent_id, render=render,
-                append_events=wire_events(append_events) if append_events is not None else None)))
+                append_events=wire_events(append_events) if append_events is not None else None,
+                parent_session_id=parent_session_id)))
 
     # --- sessions ---------------------------------------------------------------------------
 
@@ -203,6 +207,14 @@ class AsyncCtxgateClient:
             body=body(tenant_id=tenant_id, user_id=user_id, task_id=task_id,
                       budget_tokens=budget_tokens)))
 
+    async def reset_compaction(self, session_id: str) -> CompactionBreaker:
+        """POST /v1/sessions/{id}/compaction/reset (admin key): close the session's
+        compaction breaker, so the next compaction calls the model again. Retried on
+        503/429: resetting twice leaves it closed."""
+        return await self._send(Call(
+            method="POST", path=path("/v1/sessions/{}/compaction/reset", session_id),
+            read=model(CompactionBreaker), idempotent=True))
+
     # --- tasks ------------------------------------------------------------------------------
 
     async def put_checkpoint(
@@ -246,17 +258,19 @@ class AsyncCtxgateClient:
     # --- knowledge --------------------------------------------------------------------------
 
     async def ingest_document(
-        self, *, doc_id: str, version: str | int, text: str, sensitivity: DataLevel,
-        trust: Trust, acl: Acl | Mapping[str, Any] | None = None, title: str | None = None,
+        self, *, doc_id: str, version: str | int, sensitivity: DataLevel, trust: Trust,
+        text: str | None = None, chunks: Sequence[Chunk | Mapping[str, Any]] | None = None,
+        acl: Acl | Mapping[str, Any] | None = None, title: str | None = None,
         domain: str | None = None, observed_at: datetime | None = None,
         expires_at: datetime | None = None, source: str | None = None,
         tenant_id: str | None = None,
     ) -> DocumentIngested:
-        """POST /v1/knowledge/documents: chunk, embed and index one document (``acl=None``:
-        the whole tenant may read it). Sent once."""
+        """POST /v1/knowledge/documents: index one document given as ``text`` (chunked and
+        embedded by the server) or as ``chunks`` with your embeddings (``acl=None``: the
+        whole tenant may read it). Sent once."""
         doc = DocumentIn.model_validate(body(
-            doc_id=doc_id, version=version, text=text, sensitivity=sensitivity, trust=trust,
-            acl=acl, title=title, domain=domain, observed_at=observed_at,
+            doc_id=doc_id, version=version, text=text, chunks=chunks, sensitivity=sensitivity,
+            trust=trust, acl=acl, title=title, domain=domain, observed_at=observed_at,
             expires_at=expires_at, source=source, tenant_id=tenant_id))
         return await self._send(Call(
             method="POST", path="/v1/knowledge/documents", read=model(DocumentIngested),
@@ -298,15 +312,16 @@ class AsyncCtxgateClient:
         confidence: float | None = None, sensitivity: DataLevel | None = None,
         key: str | None = None, expires_at: datetime | None = None,
         ttl_days: int | None = None, task_id: str | None = None, pinned: bool | None = None,
-        tenant_id: str | None = None,
+        embedding: Sequence[float] | None = None, tenant_id: str | None = None,
     ) -> MemoryDecision:
-        """POST /v1/memories: propose one memory to the write gate. A refusal is an answer
-        (``decision="rejected"``), not an error. Sent once."""
+        """POST /v1/memories: propose one memory to the write gate (``embedding``: the
+        statement embedded by your model; the server's embedder is then not called). A
+        refusal is an answer (``decision="rejected"``), not an error. Sent once."""
         item = MemoryIn.model_validate(body(
             statement=statement, scope=scope, origin=origin, source_session=source_session,
             owner=owner, evidence_ref=evidence_ref, confidence=confidence,
             sensitivity=sensitivity, key=key, expires_at=expires_at, ttl_days=ttl_days,
-            task_id=task_id, pinned=pinned, tenant_id=tenant_id))
+            task_id=task_id, pinned=pinned, embedding=embedding, tenant_id=tenant_id))
         return await self._send(Call(
             method="POST", path="/v1/memories", read=model(MemoryDecision), body=item.wire()))
 

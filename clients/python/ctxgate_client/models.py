@@ -70,6 +70,17 @@ class ToolResult(In):
 Event = Annotated[Message | ToolCall | ToolResult, Field(discriminator="type")]
 
 
+class CompactionBreaker(Out):
+    """A session's compaction breaker after an admin reset: ``reset`` False when it was
+    closed with no failure (nothing written)."""
+
+    session_id: str
+    state: str
+    previous_state: str
+    previous_failures: int
+    reset: bool
+
+
 class EventsAppended(Out):
     session_id: str
     seqs: list[int]
@@ -256,13 +267,24 @@ class Acl(In):
     groups: list[str] = Field(default_factory=list)
 
 
+class Chunk(In):
+    """A chunk of a document the client chunked and embedded itself (the server's
+    dimension)."""
+
+    text: str
+    embedding: list[float]
+
+
 class DocumentIn(In):
-    """One document to ingest; ``acl=None`` means the whole tenant may read it."""
+    """One document to ingest, as ``text`` (the server chunks and embeds it) or as
+    ``chunks`` with the client's embeddings: exactly one of the two. ``acl=None`` means the
+    whole tenant may read it."""
 
     send_none: ClassVar[frozenset[str]] = frozenset({"acl"})
     doc_id: str
     version: str | int
-    text: str
+    text: str | None = None
+    chunks: list[Chunk] | None = None
     sensitivity: DataLevel
     trust: Trust
     acl: Acl | None = None
@@ -334,6 +356,7 @@ class MemoryIn(In):
     ttl_days: int | None = None
     task_id: str | None = None
     pinned: bool | None = None
+    embedding: list[float] | None = None
     tenant_id: str | None = None
 
 
