@@ -43,18 +43,20 @@ class World:
                 "CTXGATE_DATA_LEVEL": "internal", "CTXGATE_TASK_ID": who.task, **extra}
 
 
-async def _tenant(url: str, name: str) -> Tenant:
+async def _tenant(url: str, name: str, user: str) -> Tenant:
     async with AsyncCtxgateClient(url, ADMIN_TOKEN) as admin:
         made = await admin.create_key(tenant_id=name, role="runtime",
                                       max_data_level="confidential")
-    return Tenant(tenant_id=name, key=made.api_key, user=f"u{uuid.uuid4().hex[:8]}",
+    return Tenant(tenant_id=name, key=made.api_key, user=user,
                   task=f"task-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="module")
 async def world(live_url: str) -> World:
     uid = uuid.uuid4().hex[:8]
-    a, b = await _tenant(live_url, f"ti{uid}a"), await _tenant(live_url, f"ti{uid}b")
+    # End users as runtimes name them: an e-mail, an OIDC subject.
+    a = await _tenant(live_url, f"ti{uid}a", f"alice.{uid}@acme.com")
+    b = await _tenant(live_url, f"ti{uid}b", f"auth0|{uid}")
     async with AsyncCtxgateClient(live_url, a.key) as ctx:
         await ctx.ingest_document(doc_id="refund-runbook", version="v1", text=FACT,
                                   sensitivity="internal", trust="reviewed", domain="payments")
