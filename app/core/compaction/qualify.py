@@ -94,9 +94,25 @@ def parse_date(sentence: str) -> date | None:
     return None
 
 
+# Qualifiers ``text.QUALIFIERS`` does not name, by kind.
+_MORE = {"limit": re.compile(r"不得超过|不得多于|\bnot (?:to )?exceed\b|\bup to \d|\blimited to\b",
+                             _I),
+         "deadline": re.compile(r"\b(?:valid|until|through|no later than)\b.{0,20}\d{4}|"
+                                r"有效期至|以前", _I)}
+_ORDER = tuple(kind for kind, _ in tx.QUALIFIERS)
+
+
+def kinds_of(sentence: str) -> tuple[str, ...]:
+    """The qualifier kinds of ``sentence`` in priority order (``text.qualifier_kinds`` and
+    the few it does not name)."""
+    found = set(tx.qualifier_kinds(sentence))
+    found |= {kind for kind, p in _MORE.items() if p.search(sentence)}
+    return tuple(k for k in _ORDER if k in found)
+
+
 def constraint_kind(sentence: str) -> str | None:
     """The kind of a constraining sentence (see the module docstring), else None."""
-    kinds = tx.qualifier_kinds(sentence)
+    kinds = kinds_of(sentence)
     if not kinds or _QUESTION.search(sentence):
         return None
     if STRONG.search(sentence):
@@ -119,7 +135,7 @@ def constraint(sentence: str, kind: str, *, source_ref: str | None,
     date is what expires)."""
     due = parse_date(sentence)
     flags: tuple[str, ...] = ()
-    if due is None and (kind == "deadline" or "deadline" in tx.qualifier_kinds(sentence)) \
+    if due is None and (kind == "deadline" or "deadline" in kinds_of(sentence)) \
             and DEADLINE_WORDS.search(sentence):
         flags = ("date_unparsed",)
     expires = datetime.combine(due + timedelta(days=1), time(), UTC) if due else None
@@ -138,12 +154,17 @@ def with_id(c: Constraint) -> Constraint:
     return replace(made, flags=tuple(dict.fromkeys((*c.flags, *made.flags))))
 
 
+def _subject(text: str) -> frozenset[str]:
+    """Subject terms without bare numbers ("7.2" alone ties any two clauses together)."""
+    return frozenset(t for t in tx.content_terms(MARKER.sub("", text)) if not t.isdigit())
+
+
 def depends_on(sentence: str, c: Constraint) -> bool:
-    """Whether ``sentence`` concludes about ``c``'s subject (≥ MIN_LINK_TERMS shared terms)."""
+    """Whether ``sentence`` concludes about ``c``'s subject (≥ MIN_LINK_TERMS shared terms,
+    numbers aside)."""
     if tx.normalized(c.text) == tx.normalized(MARKER.sub("", sentence)):
         return False
-    return len(tx.content_terms(MARKER.sub("", sentence)) & tx.content_terms(c.text)) \
-        >= MIN_LINK_TERMS
+    return len(_subject(sentence) & _subject(c.text)) >= MIN_LINK_TERMS
 
 
 def link(decision: str, constraints: Sequence[Constraint]) -> str:
