@@ -6,13 +6,17 @@ e5 embedder warmed by its lifespan), one item per request (closed loop at c = 1 
 against ``{"items": [...]}`` batches of ``BATCH`` (c = 1 and c = 2). Every scenario writes
 into a tenant of its own, so none sees another's rows.
 
-Embeddings are the server's: the API takes no client-supplied embedding for a memory or a
-document (only ``query_embedding`` for a turn). ``--embedder e5`` measures the default
-offline model; ``--embedder instant`` points the server's OpenAI-compatible embedder at
-``InstantEmbedder``, a loopback endpoint that answers at once (a unit vector seeded by each
-text's hash, so no two statements look alike to the write gate): what the API and the stores
-sustain when the embedding costs nothing here, i.e. the rate embeddings made elsewhere would
-allow. The vectors still cross JSON twice, as client-supplied ones would.
+``--embedder e5`` measures the default offline model; ``--embedder instant`` points the
+server's OpenAI-compatible embedder at ``_Instant``, a loopback endpoint that answers at once
+(a unit vector seeded by each text's hash, so no two statements look alike to the write
+gate): what the API and the stores sustain when the server's embedding costs nothing here.
+``--embedder client`` sends the embeddings in the requests, as a runtime that has them
+already would: a memory's ``embedding``, a document as ``chunks`` of one ``{text,
+embedding}`` (its ~120 words are one chunk either way), each vector the same hash-seeded one
+written at float32 precision (shortest round-trip decimals, ~4.6 KB a vector, so a batch of
+100 stays under the 1 MiB body limit). The vectors are made before the clock starts. The
+server runs with the instant endpoint, and each scenario reports how many texts that endpoint
+was asked to embed (``server_embedded``): 0 when the client-supplied path is taken.
 
 Items are generated deterministically from the seed: a memory is a user's preference of
 8-16 runbook words (``bench.generate.runbook_text``), a document ~120 of them (one chunk).
@@ -46,12 +50,19 @@ EMBEDDERS = {
     "e5": "the server's default offline e5 model",
     "instant": "an OpenAI-compatible loopback endpoint answering at once: the rate "
                "embeddings made elsewhere would allow",
+    "client": "the requests carry the embeddings (memory embedding, document chunks); the "
+              "server's embedder (the instant endpoint) is not called for them",
 }
 
 
 class _Instant(BaseHTTPRequestHandler):
+    embedded = 0  # texts asked for, across the endpoint's threads
+    lock = threading.Lock()
+
     def do_POST(self) -> None:
         body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.lock:
+            _Instant.embedded += len(body["input"])
         data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(body["input"])]
         out = orjson.dumps({"data": data, "model": body.get("model", "instant")})
         self.send_response(200)
@@ -71,12 +82,19 @@ def _vector(text: str) -> list[float]:
     return out
 
 
+def client_vector(text: str) -> list[float]:
+    """``_vector`` as a client would send it: float32 values, written as the shortest
+    decimals that read back as the same float32 (what pgvector keeps)."""
+    return [float(str(x)) for x in np.asarray(_vector(text), dtype=np.float32)]
+
+
 @contextlib.contextmanager
 def server_env(embedder: str) -> Iterator[dict[str, str]]:
     """The server's environment for ``embedder``; for ``instant``, with the endpoint up."""
     if embedder == "e5":
         yield {"CTXGATE_EMBEDDER": "e5"}
         return
+    _Instant.embedded = 0
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Instant)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -121,17 +139,29 @@ def document_item(rng: random.Random, i: int) -> dict[str, Any]:
             "trust": "reviewed", "acl": None}
 
 
-def bodies(s: Scenario, seed: int) -> list[dict[str, Any]]:
+def with_embedding(item: dict[str, Any]) -> dict[str, Any]:
+    """The item carrying its client-made embedding (a document: as its one chunk)."""
+    if "statement" in item:
+        return {**item, "embedding": client_vector(item["statement"])}
+    rest = {k: v for k, v in item.items() if k != "text"}
+    return {**rest, "chunks": [{"text": item["text"], "embedding": client_vector(item["text"])}]}
+
+
+def bodies(s: Scenario, seed: int, *, client: bool = False) -> list[dict[str, Any]]:
     rng = random.Random(f"{seed}/{s.name}")
     make = memory_item if s.path == "/v1/memories" else document_item
     items = [make(rng, i) for i in range(s.items)]
+    if client:
+        items = [with_embedding(item) for item in items]
     if s.batch == 1:
         return items
     return [{"items": items[i:i + s.batch]} for i in range(0, len(items), s.batch)]
 
 
-async def _drive(base_url: str, key: str, s: Scenario, seed: int) -> dict[str, Any]:
-    queue = list(reversed(bodies(s, seed)))
+async def _drive(base_url: str, key: str, s: Scenario, seed: int, vectors: bool = False
+                 ) -> dict[str, Any]:
+    queue = list(reversed(bodies(s, seed, client=vectors)))
+    embedded_before = _Instant.embedded
     statuses: Counter[int] = Counter()
     outcomes: Counter[str] = Counter()
     latencies: list[float] = []
@@ -160,7 +190,8 @@ async def _drive(base_url: str, key: str, s: Scenario, seed: int) -> dict[str, A
             "items_per_s": round(outcomes.total() / wall, 1) if wall else None,
             "request_p50_ms": round(latencies[len(latencies) // 2], 1) if latencies else None,
             "statuses": {str(k): v for k, v in sorted(statuses.items())},
-            "outcomes": dict(sorted(outcomes.items()))}
+            "outcomes": dict(sorted(outcomes.items())),
+            "server_embedded": _Instant.embedded - embedded_before}
 
 
 async def _keys(owner_url: str, tenants: list[str]) -> dict[str, str]:
@@ -180,18 +211,20 @@ async def _keys(owner_url: str, tenants: list[str]) -> dict[str, str]:
 
 
 def measure(base_url: str, owner_url: str, *, prefix: str, seed: int, single_items: int,
-            batch_items: int, log: Any = None) -> dict[str, Any]:
-    """Run every scenario against the server at ``base_url``; one tenant each."""
+            batch_items: int, log: Any = None, client: bool = False) -> dict[str, Any]:
+    """Run every scenario against the server at ``base_url``; one tenant each; with
+    ``client``, every item carries its embedding."""
     plan = scenarios(single_items, batch_items)
     keys = asyncio.run(_keys(owner_url, [f"{prefix}-ing-warm",
                                          *(f"{prefix}-ing-{i}" for i in range(len(plan)))]))
     warm = Scenario("warm_up", "/v1/memories", 1, 2, 4)
-    asyncio.run(_drive(base_url, keys[f"{prefix}-ing-warm"], warm, seed))
+    asyncio.run(_drive(base_url, keys[f"{prefix}-ing-warm"], warm, seed, client))
     warm_docs = Scenario("warm_up_docs", "/v1/knowledge/documents", 1, 2, 4)
-    asyncio.run(_drive(base_url, keys[f"{prefix}-ing-warm"], warm_docs, seed))
+    asyncio.run(_drive(base_url, keys[f"{prefix}-ing-warm"], warm_docs, seed, client))
     out: dict[str, Any] = {}
     for i, s in enumerate(plan):
-        out[s.name] = asyncio.run(_drive(base_url, keys[f"{prefix}-ing-{i}"], s, seed))
+        out[s.name] = asyncio.run(_drive(base_url, keys[f"{prefix}-ing-{i}"], s, seed,
+                                         client))
         if log is not None:
             log(f"{s.name}: {out[s.name]['items_per_s']} items/s {out[s.name]['statuses']}")
     for kind in ("memories", "documents"):

@@ -334,7 +334,8 @@ def run_api_ingest(cfg: Config, *, single_items: int, batch_items: int,
         with _server(owner_url, redis_url, redis_prefix, cfg.workers, env) as (base, _):
             rep["scenarios"] = api_ingest.measure(
                 base, owner_url, prefix=cfg.prefix, seed=cfg.seed, single_items=single_items,
-                batch_items=batch_items, log=lambda m: _log(cfg, m))
+                batch_items=batch_items, log=lambda m: _log(cfg, m),
+                client=embedder == "client")
     rep["total_s"] = round(time.perf_counter() - t_start, 1)
     if cfg.out is not None:
         cfg.out.parent.mkdir(parents=True, exist_ok=True)
@@ -363,7 +364,8 @@ def parser() -> argparse.ArgumentParser:
                         "(default: 300 2000)")
     p.add_argument("--embedder", choices=sorted(api_ingest.EMBEDDERS), default="e5",
                    help="with --api-ingest: the server's embedder; 'instant' answers at once "
-                        "from loopback, the rate embeddings made elsewhere would allow "
+                        "from loopback, the rate embeddings made elsewhere would allow; "
+                        "'client' sends each item's embedding in the request "
                         "(default: %(default)s)")
     return p
 

@@ -1,5 +1,6 @@
 """``ctxgate bench --api-ingest`` on tiny counts, on the test stores: every scenario writes
-its items through the running server and reports a rate."""
+its items through the running server and reports a rate; with ``client`` the items carry their
+embeddings and the server's embedder (the loopback endpoint, which counts) embeds none."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from bench.api_ingest import BATCH
 from bench.run import Config, run_api_ingest
 
 
-@pytest.mark.parametrize("embedder", ["e5", "instant"])
+@pytest.mark.parametrize("embedder", ["e5", "instant", "client"])
 def test_api_ingest_smoke(pg_owner_url: str, redis_url: str, uid: str, tmp_path: Path,
                           embedder: str) -> None:
     out = tmp_path / "ingest.json"
@@ -27,5 +28,7 @@ def test_api_ingest_smoke(pg_owner_url: str, redis_url: str, uid: str, tmp_path:
             assert r["items_per_s"] > 0, (kind, mode, r)
             assert set(r["statuses"]) <= {"200", "201"}, r
             assert r["outcomes"].get(created, 0) == r["items"], r
+            if embedder != "e5":  # the loopback endpoint counts what it embedded
+                assert r["server_embedded"] == (0 if embedder == "client" else r["items"]), r
         assert sc[f"{kind}_batch{BATCH}_c1"]["requests"] == 2
         assert sc[f"{kind}_batch_vs_single_c1"] is not None
