@@ -405,7 +405,7 @@ class CompactionService:
                           summary_max_chars=max(MIN_SUMMARY_CHARS, min(
                               self._options.summary_max_chars, budget * 3 // 2)))
         return {"origin": Origin(session_id=ask.session_id, task_id=ask.task_id or "",
-                                 user_id=ask.user_id),
+                                 user_id=ask.user_id, now=self._clock()),
                 "budget_tokens": budget, "compact_at": 0.0, "keep_recent": self._keep_recent,
                 "count_tokens": self._count, "options": options,
                 "previous_compaction_id": latest.compaction_id if latest else None}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from app.core.compaction import text as tx
@@ -53,11 +54,13 @@ CountTokens = Callable[[str], int]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Origin:
-    """Whose session this is (task and user only matter when there is no checkpoint yet)."""
+    """Whose session this is (task and user only matter when there is no checkpoint yet) and
+    the turn's ``now`` (the commit asks to re-confirm a constraint whose date has passed)."""
 
     session_id: str
     task_id: str = ""
     user_id: str = ""
+    now: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +126,7 @@ def _outcome(run: _Run, *, action: str, view: View, checkpoint: TaskCheckpoint |
 def _prepare(run: _Run, checkpoint: TaskCheckpoint | None, pinned: Sequence[str]) -> _Attempt:
     o = run.origin
     cp = commit(run.events, checkpoint, extractor=run.extractor, session_id=o.session_id,
-                task_id=o.task_id, user_id=o.user_id, pinned=pinned)
+                task_id=o.task_id, user_id=o.user_id, pinned=pinned, now=o.now)
     cut = plan_cut(run.pruned.events, keep_recent=run.keep_recent)
     request = request_for(cut, session_id=o.session_id, constraints=cp.constraints,
                           pinned=pinned, max_chars=run.options.summary_max_chars)
