@@ -308,9 +308,9 @@ class CompactionService:
                    checkpoint=checkpoint, latest=latest)
         if self._model is None or phase(breaker_of(latest), self._policy,
                                         self._clock()) is Phase.OPEN:
-            done: Compacted | None = await self._compact(ask)  # no model call to wait for
-        else:
-            done = await self._within_deadline(key, ask)
+            # no model call to wait for: the extractive summary, or the reference view
+            return self._fresh(await self._compact(ask), events, key, owner_user_id)
+        done = await self._within_deadline(key, ask)
         if done is not None:
             return self._fresh(done, events, key, owner_user_id)
         if last is not None:
