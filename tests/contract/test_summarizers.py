@@ -73,10 +73,13 @@ async def test_summarizes_with_verbatim_prompt_and_auth(url: str) -> None:
     assert QUALIFIER in user and "pin me" in user and "[session://s1/events/3]" in user
 
 
-@pytest.mark.parametrize(("model", "message"), [
-    ("boom", "HTTP 503: .*overloaded"), ("nochoices", "no 'choices'"),
-    ("empty", "no message content"), ("cut", "truncated"), ("notjson", "not JSON")])
-async def test_errors_are_summarizer_errors(url: str, model: str, message: str) -> None:
+@pytest.mark.parametrize(("model", "message", "reason"), [
+    ("boom", "HTTP 503: .*overloaded", "http_status"),
+    ("nochoices", "no 'choices'", "bad_response"),
+    ("empty", "no message content", "bad_response"), ("cut", "truncated", "bad_response"),
+    ("notjson", "not JSON", "bad_response")])
+async def test_errors_are_summarizer_errors(url: str, model: str, message: str,
+                                            reason: str) -> None:
     s = OpenAIChatSummarizer(url, "sk-test", model)
     try:
         with pytest.raises(SummarizerError, match=message) as err:
@@ -84,19 +87,22 @@ async def test_errors_are_summarizer_errors(url: str, model: str, message: str) 
     finally:
         await s.aclose()
     assert "sk-test" not in str(err.value)
+    assert err.value.reason == reason
 
 
 async def test_timeout_and_unreachable(url: str) -> None:
     s = OpenAIChatSummarizer(url, None, "slow", timeout_s=0.2)
     try:
-        with pytest.raises(SummarizerError, match="timed out"):
+        with pytest.raises(SummarizerError, match="timed out") as err:
             await s.summarize(request())
+        assert err.value.reason == "timeout"
     finally:
         await s.aclose()
     dead = OpenAIChatSummarizer("http://127.0.0.1:9", None, "ok", timeout_s=1)
     try:
-        with pytest.raises(SummarizerError, match="failed: ConnectError"):
+        with pytest.raises(SummarizerError, match="failed: ConnectError") as refused:
             await dead.summarize(request())
+        assert refused.value.reason == "unreachable"
     finally:
         await dead.aclose()
 
