@@ -8,16 +8,15 @@ alone cannot impersonate any user. A present assertion is always verified, requi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import jwt
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from app.core.errors import ForbiddenScope, InvalidRequest, Unauthorized
+from app.core.ids import normalize_id
 from app.core.model import AssertionPolicy, Principal
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_TOKEN_BYTES = 8192
 LEEWAY_S = 30
 
@@ -49,11 +48,20 @@ def _claims(policy: AssertionPolicy, token: str) -> dict[str, object]:
     return claims
 
 
+def _id(value: object) -> str | None:
+    """A claim as an external id (NFC, as the request's ids are), None if it is not one."""
+    try:
+        return normalize_id(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 def _groups(claims: dict[str, object]) -> tuple[str, ...]:
     raw = claims.get("groups", [])
-    if not isinstance(raw, list) or not all(isinstance(g, str) and _ID.match(g) for g in raw):
+    ids = [_id(g) for g in raw] if isinstance(raw, list) else [None]
+    if None in ids:
         raise Unauthorized("invalid user assertion (groups must be a list of ids)")
-    return tuple(sorted(set(raw)))
+    return tuple(sorted({g for g in ids if g is not None}))
 
 
 def bind_user(principal: Principal, token: str | None, *, user_id: str,
@@ -67,7 +75,7 @@ def bind_user(principal: Principal, token: str | None, *, user_id: str,
     if token is None:
         raise Unauthorized("this tenant requires a signed user assertion")
     claims = _claims(policy, token)
-    if claims.get("sub") != user_id:
+    if _id(claims.get("sub")) != user_id:
         raise ForbiddenScope("user_id differs from the signed assertion")
     asserted = _groups(claims)
     if not set(groups) <= set(asserted):

@@ -18,6 +18,7 @@ from app.core.refs import chunk_ref, doc_ref, parse_ref
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import turn
 from tests.api.test_bad_input import assert_problem
+from tests.api.test_identity_visibility import asserted, require_assertions, token
 from tests.nasty_ids import NASTY_IDS, NFC_E, NFD_E
 
 DOCS = "/v1/knowledge/documents"
@@ -279,3 +280,23 @@ async def test_bad_list_parameters_are_422(client: httpx.AsyncClient, make_key: 
                                            tenant: str, params: dict[str, Any]) -> None:
     key = bearer(await make_key(tenant))
     assert_problem(await client.get(DOCS, headers=key, params=params), 422, "invalid-request")
+
+
+async def test_signed_assertions_carry_oidc_subjects_and_group_names(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        admin_headers: dict[str, str]) -> None:
+    key = await make_key(tenant)
+    r = await client.post(DOCS, headers=bearer(key), json=doc(
+        "hr/bonus.md", f"bonus pool {marker(1)}", acl={"groups": ["acme:hr"]}))
+    assert r.status_code == 201, r.text
+    assert (await require_assertions(client, admin_headers, tenant)).status_code == 204
+    # The subject and group arrive in NFD here; the request names them in NFC: one id.
+    tok = token(f"auth0|65f0c1-r{NFD_E}", ["acme:hr", f"caf{NFD_E}"])
+    r = await client.post("/v1/context", headers=asserted(key, tok), json=turn(
+        user_id=f"auth0|65f0c1-r{NFC_E}", groups=[f"caf{NFC_E}"], query="bonus pool"))
+    assert r.status_code == 200, r.text
+    assert marker(1) in r.text  # the group came from the token
+    for bad in (token("auth0|65f0c1", ["a\x00"]), token("auth0|65f0c1", [" hr"])):
+        r = await client.post("/v1/context", headers=asserted(key, bad), json=turn(
+            user_id="auth0|65f0c1", groups=[]))
+        assert_problem(r, 401, "unauthorized")
