@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import hashlib
 import random
+import statistics
 import threading
 import time
 from collections import Counter
@@ -227,8 +228,33 @@ def measure(base_url: str, owner_url: str, *, prefix: str, seed: int, single_ite
                                          client))
         if log is not None:
             log(f"{s.name}: {out[s.name]['items_per_s']} items/s {out[s.name]['statuses']}")
+    return _with_ratios(out)
+
+
+def _with_ratios(out: dict[str, Any]) -> dict[str, Any]:
     for kind in ("memories", "documents"):
         single = out[f"{kind}_single_c1"]["items_per_s"]
         batch = out[f"{kind}_batch{BATCH}_c1"]["items_per_s"]
         out[f"{kind}_batch_vs_single_c1"] = round(batch / single, 1) if single else None
     return out
+
+
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs' scenarios as one: per scenario the median rate, wall time and request
+    p50 (each run's rate kept in ``items_per_s_runs``), statuses, outcomes and texts embedded
+    summed over the runs; the batch/single ratios of the medians."""
+    out: dict[str, Any] = {}
+    for name, first in runs[0].items():
+        if not isinstance(first, dict):
+            continue
+        each = [run[name] for run in runs]
+        out[name] = {
+            **first, "items": sum(r["items"] for r in each),
+            "requests": sum(r["requests"] for r in each),
+            **{k: statistics.median(r[k] for r in each)
+               for k in ("wall_s", "items_per_s", "request_p50_ms")},
+            "items_per_s_runs": [r["items_per_s"] for r in each],
+            **{k: dict(sorted(sum((Counter(r[k]) for r in each), Counter()).items()))
+               for k in ("statuses", "outcomes")},
+            "server_embedded": sum(r["server_embedded"] for r in each)}
+    return _with_ratios(out)

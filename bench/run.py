@@ -318,24 +318,30 @@ def _load_phase(cfg: Config, ds: Dataset, keys: dict[str, str], owner_url: str,
 
 
 def run_api_ingest(cfg: Config, *, single_items: int, batch_items: int,
-                   embedder: str = "e5") -> dict[str, Any]:
+                   embedder: str = "e5", runs: int = 1) -> dict[str, Any]:
     """``--api-ingest``: items/s of memories and documents through the HTTP API, one per
     request against batches (``bench.api_ingest``), on fresh stores and a started server
-    embedding with ``embedder`` (``api_ingest.EMBEDDERS``)."""
+    embedding with ``embedder`` (``api_ingest.EMBEDDERS``); ``runs`` times back to back
+    (fresh stores and server each), reported as medians (``api_ingest.medians``)."""
     t_start = time.perf_counter()
     rep: dict[str, Any] = {
         "config": {"single_items": single_items, "batch_items": batch_items,
                    "batch": api_ingest.BATCH, "seed": cfg.seed, "server_workers": cfg.workers,
-                   "embedder": embedder, "embedder_note": api_ingest.EMBEDDERS[embedder]},
+                   "embedder": embedder, "embedder_note": api_ingest.EMBEDDERS[embedder],
+                   "runs": runs},
         "machine": _machine()}
-    with _stores(cfg) as (owner_url, redis_url), api_ingest.server_env(embedder) as env:
-        rep["stores"] = _store_versions(owner_url, redis_url)
-        redis_prefix = f"ctxgate-{cfg.prefix}"
-        with _server(owner_url, redis_url, redis_prefix, cfg.workers, env) as (base, _):
-            rep["scenarios"] = api_ingest.measure(
-                base, owner_url, prefix=cfg.prefix, seed=cfg.seed, single_items=single_items,
-                batch_items=batch_items, log=lambda m: _log(cfg, m),
-                client=embedder == "client")
+    rounds: list[dict[str, Any]] = []
+    for n in range(runs):
+        with _stores(cfg) as (owner_url, redis_url), api_ingest.server_env(embedder) as env:
+            rep["stores"] = _store_versions(owner_url, redis_url)
+            prefix = f"{cfg.prefix}r{n}"  # fresh tenants even on stores a test passed in
+            with _server(owner_url, redis_url, f"ctxgate-{prefix}", cfg.workers,
+                         env) as (base, _):
+                rounds.append(api_ingest.measure(
+                    base, owner_url, prefix=prefix, seed=cfg.seed, single_items=single_items,
+                    batch_items=batch_items, log=lambda m: _log(cfg, m),
+                    client=embedder == "client"))
+    rep["scenarios"] = rounds[0] if runs == 1 else api_ingest.medians(rounds)
     rep["total_s"] = round(time.perf_counter() - t_start, 1)
     if cfg.out is not None:
         cfg.out.parent.mkdir(parents=True, exist_ok=True)
@@ -362,6 +368,9 @@ def parser() -> argparse.ArgumentParser:
                    metavar=("SINGLE", "BATCHED"),
                    help="with --api-ingest: items per single-form and per batch scenario "
                         "(default: 300 2000)")
+    p.add_argument("--runs", type=int, default=1,
+                   help="with --api-ingest: runs back to back, reported as medians "
+                        "(default: %(default)s)")
     p.add_argument("--embedder", choices=sorted(api_ingest.EMBEDDERS), default="e5",
                    help="with --api-ingest: the server's embedder; 'instant' answers at once "
                         "from loopback, the rate embeddings made elsewhere would allow; "
@@ -376,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
         out = args.out or Path(f"docs/benchmarks-api-ingest-{args.embedder}.json")
         ing = run_api_ingest(Config(seed=args.seed, out=out, workers=args.workers),
                              single_items=args.items[0], batch_items=args.items[1],
-                             embedder=args.embedder)
+                             embedder=args.embedder, runs=args.runs)
         for name, r in ing["scenarios"].items():
             print(f"{name:>34}  {r if not isinstance(r, dict) else r['items_per_s']}")
         print(f"report: {out}")
