@@ -121,29 +121,56 @@ def cmd_migrate(_: argparse.Namespace) -> None:
 
 
 def cmd_keys_create(args: argparse.Namespace) -> None:
-    from app.adapters.postgres.db import Database
-    from app.adapters.postgres.keys import PgKeyStore
+    from app.commands.keys import key_service
     from app.ports import NewKey
-    from app.service.keys import KeyService
 
     async def run(settings: Settings) -> tuple[str, str]:
-        assert settings.database_url is not None
-        pw = settings.app_db_password.get_secret_value() if settings.app_db_password else None
-        db = await Database.open(settings.database_url, role=settings.app_db_role, password=pw,
-                                 pool_size=1)
-        try:
-            return await KeyService(PgKeyStore(db)).create(NewKey(
+        async with key_service(settings) as keys:
+            return await keys.create(NewKey(
                 tenant_id=args.tenant, role=Role(args.role),
                 max_data_level=DataLevel.parse(args.max_data_level),
                 domains=tuple(args.domain) if args.domain else None, name=args.name))
-        finally:
-            await db.close()
 
     with stores(Settings(), redis=False) as settings:
         migrate(settings)
         key_id, api_key = asyncio.run(run(settings))
     # --quiet prints the secret alone, so a shell can capture it: KEY=$(ctxgate keys create ...)
     print(api_key if args.quiet else f"key_id  {key_id}\napi_key {api_key}")
+
+
+def cmd_keys_list(args: argparse.Namespace) -> None:
+    from app.commands.keys import key_service, render_json, render_table
+    from app.ports import KeyInfo
+
+    async def run(settings: Settings) -> list[KeyInfo]:
+        async with key_service(settings) as keys:
+            return await keys.list_keys(args.tenant)
+
+    with stores(Settings(), redis=False) as settings:
+        migrate(settings)
+        found = asyncio.run(run(settings))
+    if found or args.json:
+        print((render_json if args.json else render_table)(found))
+    else:
+        print("no keys" + (f" for tenant {args.tenant!r}" if args.tenant else ""),
+              file=sys.stderr)
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> None:
+    from app.commands.keys import key_service
+    from app.core.errors import NotFound
+
+    async def run(settings: Settings) -> None:
+        async with key_service(settings) as keys:
+            await keys.revoke(args.key_id)
+
+    with stores(Settings(), redis=False) as settings:
+        migrate(settings)
+        try:
+            asyncio.run(run(settings))
+        except NotFound:
+            sys.exit(f"ctxgate keys revoke: no key {args.key_id!r} (see ctxgate keys list)")
+    print(f"revoked {args.key_id}: its next call is refused (401)")
 
 
 def cmd_demo(_: argparse.Namespace) -> None:
@@ -262,6 +289,22 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--quiet", action="store_true",
                         help="print only the secret (for KEY=$(ctxgate keys create ...))")
     create.set_defaults(func=cmd_keys_create)
+    listing = keys.add_parser(
+        "list", help="list keys (never their secrets)",
+        description="Lists keys with their tenant, role, highest data level, domains ('*': "
+        "all), name, creation and revocation times ('-': active). Secrets are shown only "
+        "once, by `keys create`, and their hashes never.")
+    listing.add_argument("--tenant", help="only this tenant's keys (default: every tenant)")
+    listing.add_argument("--json", action="store_true",
+                         help="one JSON object per key and line, as GET /v1/admin/keys")
+    listing.set_defaults(func=cmd_keys_list)
+    revoke = keys.add_parser(
+        "revoke", help="revoke a key: its next call is refused",
+        description="Marks the key revoked (kept for the record; revoking twice is "
+        "revoking once). Exit code 1 when no key has that id.")
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (key_..., from "
+                        "`keys create` or `keys list`), not its secret")
+    revoke.set_defaults(func=cmd_keys_revoke)
     bundles_push_parser(sub.add_parser("bundles", help="instruction bundles on a running "
                                        "server").add_subparsers(dest="bundles", required=True))
     sub.add_parser(

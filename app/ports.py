@@ -45,6 +45,22 @@ class NewKey:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KeyInfo:
+    """A key as listed: what it may do and when it was made or revoked, never its secret or
+    the secret's hash."""
+
+    key_id: str
+    tenant_id: str
+    name: str
+    role: Role
+    max_data_level: DataLevel
+    domains: tuple[str, ...] | None
+    max_session_visibility: Visibility
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NewEvent:
     type: str
     role: str | None = None
@@ -195,6 +211,10 @@ class ManifestFilter:
 class KeyStore(Protocol):
     async def create(self, *, key: NewKey, key_hash: bytes) -> str: ...
     async def revoke(self, *, key_id: str) -> bool: ...
+    async def list_keys(self, *, tenant_id: str | None) -> list[KeyInfo]:
+        """Every key of ``tenant_id`` (all tenants: None), revoked ones too, by tenant and
+        creation."""
+        ...
     async def principal(self, *, key_hash: bytes) -> Principal | None: ...
     async def set_assertion_policy(self, *, tenant_id: str, policy: AssertionPolicy) -> None: ...
 

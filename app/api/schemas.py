@@ -157,6 +157,24 @@ class KeyCreated(BaseModel):
     api_key: str = Field(description="Shown once; only a hash is stored.")
 
 
+class KeyOut(BaseModel):
+    """A key as listed: never its secret or the secret's hash."""
+
+    key_id: str
+    tenant_id: str
+    name: str
+    role: RoleName
+    max_data_level: DataLevelName
+    domains: list[str] | None = Field(description="null: every domain")
+    max_session_visibility: VisibilityName
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut]
+
+
 # --- sessions -----------------------------------------------------------------------------
 
 class MessageEvent(Wire):

@@ -7,7 +7,7 @@ import secrets
 
 from app.core.errors import NotFound, Unauthorized
 from app.core.model import AssertionPolicy, Principal
-from app.ports import KeyStore, NewKey
+from app.ports import KeyInfo, KeyStore, NewKey
 from app.service.identity import check_policy
 
 KEY_PREFIX = "cgk_"
@@ -31,6 +31,10 @@ class KeyService:
     async def revoke(self, key_id: str) -> None:
         if not await self._store.revoke(key_id=key_id):
             raise NotFound(f"no key {key_id!r}")
+
+    async def list_keys(self, tenant_id: str | None = None) -> list[KeyInfo]:
+        """Every key of ``tenant_id`` (of all tenants: None), revoked ones included."""
+        return await self._store.list_keys(tenant_id=tenant_id)
 
     async def authenticate(self, api_key: str | None) -> Principal:
         if not api_key:

@@ -80,7 +80,7 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
                             | TURN_TABLES)
     assert up["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
                                "ctxgate_key_revoke", "ctxgate_tenant_identity_set",
-                               "ctxgate_open_erasures"}
+                               "ctxgate_open_erasures", "ctxgate_key_list"}
     assert up["role"] == up["password"] == {role}
 
     db = await Database.open(fresh_db, role=role, password="p'w", pool_size=1)

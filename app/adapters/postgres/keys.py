@@ -2,7 +2,8 @@
 
 The app role has no privilege on ``api_keys``: authentication happens before a tenant is
 known, so it cannot run under RLS. ``ctxgate_key_principal`` returns only non-revoked keys;
-``ctxgate_key_revoke`` is true when the key exists (revoking twice is still true).
+``ctxgate_key_revoke`` is true when the key exists (revoking twice is still true);
+``ctxgate_key_list`` lists keys without their hashes.
 Only a hash of the secret is ever passed in; the caller owns hashing.
 """
 
@@ -12,7 +13,7 @@ import secrets
 
 from app.adapters.postgres.db import Database, Sql
 from app.core.model import AssertionPolicy, DataLevel, Principal, Role, Visibility
-from app.ports import NewKey
+from app.ports import KeyInfo, NewKey
 
 CREATE_SQL = (
     "SELECT ctxgate_key_create(:key_id, :tenant_id, :name, :role, "
@@ -20,6 +21,10 @@ CREATE_SQL = (
     ":key_hash)"
 )
 REVOKE_SQL = "SELECT ctxgate_key_revoke(:key_id)"
+LIST_SQL = (
+    "SELECT key_id, tenant_id, name, role, max_data_level, domains, max_session_visibility, "
+    "created_at, revoked_at FROM ctxgate_key_list(:tenant_id)"
+)
 PRINCIPAL_SQL = (
     "SELECT key_id, tenant_id, role, max_data_level, domains, max_session_visibility, "
     "require_assertion, algorithm, key_material, issuer, audience "
@@ -32,7 +37,7 @@ IDENTITY_SQL = (
 )
 
 _CREATE, _REVOKE, _PRINCIPAL = Sql(CREATE_SQL), Sql(REVOKE_SQL), Sql(PRINCIPAL_SQL)
-_IDENTITY = Sql(IDENTITY_SQL)
+_IDENTITY, _LIST = Sql(IDENTITY_SQL), Sql(LIST_SQL)
 
 
 def new_key_id() -> str:
@@ -61,6 +66,16 @@ class PgKeyStore:
     async def revoke(self, *, key_id: str) -> bool:
         async with self._db.unscoped_tx() as conn:
             return bool(await conn.fetchval(_REVOKE, {"key_id": key_id}))
+
+    async def list_keys(self, *, tenant_id: str | None) -> list[KeyInfo]:
+        async with self._db.unscoped_tx() as conn:
+            rows = await conn.fetch(_LIST, {"tenant_id": tenant_id})
+        return [KeyInfo(
+            key_id=r.key_id, tenant_id=r.tenant_id, name=r.name, role=Role(r.role),
+            max_data_level=DataLevel(r.max_data_level),
+            domains=tuple(r.domains) if r.domains is not None else None,
+            max_session_visibility=Visibility.parse(r.max_session_visibility),
+            created_at=r.created_at, revoked_at=r.revoked_at) for r in rows]
 
     async def principal(self, *, key_hash: bytes) -> Principal | None:
         async with self._db.connection() as conn:

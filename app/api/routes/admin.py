@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from starlette.responses import Response
 
 from app.api.deps import ContainerDep, PlatformAdminDep
 from app.api.routing import OrjsonRoute
-from app.api.schemas import Id, KeyCreate, KeyCreated, MintedId, Problem, TenantIdentityIn
+from app.api.schemas import (
+    Id,
+    KeyCreate,
+    KeyCreated,
+    KeyList,
+    KeyOut,
+    MintedId,
+    Problem,
+    TenantIdentityIn,
+)
 from app.core.model import DataLevel, Role, Visibility
 from app.ports import NewKey
 
@@ -27,6 +36,19 @@ async def create_key(body: KeyCreate, _: PlatformAdminDep, container: ContainerD
         domains=tuple(body.domains) if body.domains is not None else None, name=body.name,
         max_session_visibility=Visibility.parse(body.max_session_visibility)))
     return KeyCreated(key_id=key_id, api_key=api_key)
+
+
+@router.get("/v1/admin/keys", response_model=KeyList,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def list_keys(_: PlatformAdminDep, container: ContainerDep,
+                    tenant_id: Annotated[Id | None, Query()] = None) -> KeyList:
+    """Every key (of ``tenant_id`` when given), revoked ones too; never a secret or hash."""
+    return KeyList(keys=[KeyOut(
+        key_id=k.key_id, tenant_id=k.tenant_id, name=k.name, role=k.role.value,
+        max_data_level=k.max_data_level.label, domains=list(k.domains) if k.domains is not None
+        else None, max_session_visibility=k.max_session_visibility.label,
+        created_at=k.created_at, revoked_at=k.revoked_at)
+        for k in await container.keys.list_keys(tenant_id)])
 
 
 @router.delete("/v1/admin/keys/{key_id}", status_code=204,
