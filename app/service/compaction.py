@@ -344,9 +344,10 @@ class CompactionService:
         return None
 
     def _fresh(self, done: Compacted, events: Sequence[SessionEvent], key: tuple[str, str],
-               owner_user_id: str | None) -> Compacted | None:
+               owner_user_id: str | None, served: Served = "new") -> Compacted | None:
         """A run's view as the turn's session layer: the events it read (possibly pruned),
-        then the tail's events after them (a joined job may have read an older archive)."""
+        then the tail's events after them (a joined job may have read an older archive).
+        None: the run left nothing to serve."""
         if done.view is None or done.outcome is None:
             return None
         archived = _derived_from(done.outcome.prune.events, events)
@@ -355,7 +356,7 @@ class CompactionService:
                                 tenant_id=key[0], session_id=key[1],
                                 owner_user_id=owner_user_id, count_tokens=self._count)
         return self._served(replace(done, record={**done.record, "reused": False},
-                                    candidates=tuple(layer or ())), "new", key)
+                                    candidates=tuple(layer or ())), served, key)
 
     def _served(self, done: Compacted, served: Served, key: tuple[str, str]) -> Compacted:
         reference = done.view is not None and done.view.reference
@@ -381,8 +382,7 @@ class CompactionService:
         done = Compacted(record=record,
                          checkpoint=checkpoint if ask.task_id is not None else None,
                          view=view, outcome=outcome)
-        fresh = self._fresh(done, events, key, owner_user_id)
-        return None if fresh is None else self._served(fresh, "extractive", key)
+        return self._fresh(done, events, key, owner_user_id, "extractive")
 
     async def _inputs(self, ask: _Ask) -> tuple[list[SessionEvent], TaskCheckpoint | None,
                                                 StoredCompaction | None]:

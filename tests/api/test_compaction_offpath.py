@@ -203,6 +203,7 @@ async def test_a_hanging_model_never_holds_the_turn(
     assert _metric(metrics, "ctxgate_context_action_failures_total", action="compaction",
                    reason="timeout") == 1
     assert _metric(metrics, "ctxgate_compaction_views_served_total", view="extractive") == 1
+    assert _metric(metrics, "ctxgate_compaction_views_served_total", view="new") == 0
     # the model recovers: the next turn's job stores its view; a later turn serves it
     FakeModel.mode = "ok"
     nxt = (await _turn(client, key, "turn-h2"))["manifest"]["compaction"]
