@@ -83,14 +83,21 @@ async def test_list_then_revoke_and_the_key_gets_401(pg_owner_url: str, live_url
 async def test_admin_keys_endpoint(pg_owner_url: str, live_url: str) -> None:
     tenant = f"tk{uuid.uuid4().hex[:8]}"
     kid, secret = create(pg_owner_url, tenant, "--role", "admin")
+    async with AsyncCtxgateClient(live_url, ADMIN_TOKEN) as platform:
+        made = await platform.create_key(tenant_id=tenant, role="runtime", name="api-made")
+        listed = (await platform.list_keys(tenant_id=tenant)).keys
+        assert [(k.key_id, k.role, k.name, k.revoked_at) for k in listed] == [
+            (kid, "admin", "cli", None), (made.key_id, "runtime", "api-made", None)]
+        await platform.revoke_key(made.key_id)
+        after = (await platform.list_keys(tenant_id=tenant)).keys[1]
+        assert after.revoked_at is not None and after.revoked_at >= after.created_at
     async with httpx.AsyncClient(base_url=live_url) as http:
-        ok = await http.get("/v1/admin/keys", params={"tenant_id": tenant},
-                            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-        assert ok.status_code == 200
-        assert [k["key_id"] for k in ok.json()["keys"]] == [kid]
-        assert secret not in ok.text
-        for token in (secret, None):  # a tenant's admin key is not the platform operator
-            headers = {"Authorization": f"Bearer {token}"} if token else {}
+        every = await http.get("/v1/admin/keys",
+                               headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        assert every.status_code == 200 and kid in every.text
+        assert secret not in every.text and made.api_key not in every.text
+        # A tenant's admin key is not the platform operator's token.
+        for headers in ({"Authorization": f"Bearer {secret}"}, {}):
             refused = await http.get("/v1/admin/keys", headers=headers)
             assert refused.status_code == 401
             assert refused.headers["content-type"].startswith("application/problem+json")

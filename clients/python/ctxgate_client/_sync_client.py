@@ -57,6 +57,7 @@ from ctxgate_client.models import (
     EventsPage,
     Health,
     KeyCreated,
+    KeyList,
     Manifest,
     ManifestList,
     Memory,
@@ -86,8 +87,8 @@ class CtxgateClient:
     """A client of one ctxgate server, with one key.
 
     ``api_key`` is a tenant key (runtime, ops or admin) or, for ``create_key``,
-    ``revoke_key`` and ``put_tenant_identity``, the platform admin token. ``user_assertion``
-    is the signed end-user JWT a tenant may require (sent as ``X-Ctxgate-User-Assertion``).
+    ``list_keys``, ``revoke_key`` and ``put_tenant_identity``, the platform admin token.
+    ``user_assertion`` is the signed end-user JWT a tenant may require (sent as ``X-Ctxgate-User-Assertion``).
     ``transport`` replaces httpx's network transport (e.g. ``httpx.ASGITransport(app)`` to
     drive an app in-process); ``timeout`` bounds each attempt (seconds or ``httpx.Timeout``);
     ``retry`` says which failures are sent again (see ``RetryPolicy``).
@@ -487,6 +488,12 @@ class CtxgateClient:
             body=body(tenant_id=tenant_id, role=role, max_data_level=max_data_level,
                       domains=domains, max_session_visibility=max_session_visibility,
                       name=name)))
+
+    def list_keys(self, *, tenant_id: str | None = None) -> KeyList:
+        """GET /v1/admin/keys: every key (of ``tenant_id``), revoked ones too; no secrets."""
+        return self._send(Call(
+            method="GET", path="/v1/admin/keys", read=model(KeyList), idempotent=True,
+            params={"tenant_id": tenant_id}))
 
     def revoke_key(self, key_id: str) -> None:
         """DELETE /v1/admin/keys/{key_id}."""

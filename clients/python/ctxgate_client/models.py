@@ -468,6 +468,24 @@ class KeyCreated(Out):
     api_key: str
 
 
+class KeyInfo(Out):
+    """A key as listed: never its secret or the secret's hash."""
+
+    key_id: str
+    tenant_id: str
+    name: str
+    role: Role
+    max_data_level: DataLevel
+    domains: list[str] | None = None  # None: every domain
+    max_session_visibility: Visibility = "tree"
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class KeyList(Out):
+    keys: list[KeyInfo]
+
+
 class Health(Out):
     status: str
 
