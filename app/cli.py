@@ -223,6 +223,16 @@ examples:
   ctxgate bench --scale smoke            a one-minute benchmark"""
 
 
+def _share(value: str) -> float:
+    try:
+        share = float(value)
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, not {value!r}")
+    return share
+
+
 def bundles_push_parser(bundles: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from app.core.bundles import RUNTIMES
 
@@ -246,7 +256,7 @@ def bundles_push_parser(bundles: argparse._SubParsersAction[argparse.ArgumentPar
                       help="the revision id (default: the first 12 hex digits of the commit)")
     push.add_argument("--promote", action="store_true",
                       help="make the revision the stable one: new sessions get it")
-    push.add_argument("--canary-share", type=float, metavar="SHARE",
+    push.add_argument("--canary-share", type=_share, metavar="SHARE",
                       help="promote as canary instead, for this share of new sessions (0..1)")
     push.add_argument("--canary-agent", action="append", metavar="AGENT",
                       help="promote as canary for this agent id (repeatable)")

@@ -162,6 +162,29 @@ async def test_claude_code_rules_and_imports_tracked_only(admin: Admin, repo: Pa
     assert rev.source["repo"] == "https://git.example.com/acme/p.git"  # the token stays home
 
 
+async def test_canary_and_a_revision_id_taken_by_another_runtime(admin: Admin,
+                                                                   tmp_path: Path) -> None:
+    bid, root = bundle_id(), tmp_path / "agents-only"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, {"AGENTS.md": AGENTS})
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "agents")
+    canary = push(admin, root, "--bundle-id", bid, "--runtime", "codex", "--revision", "r1",
+                  "--canary-share", "0.25", "--canary-agent", "release-bot")
+    assert canary.returncode == 0, canary.stderr
+    assert f"canary: {bid}@r1 for share 0.25 and agents release-bot" in canary.stdout
+    async with admin.client() as ctx:
+        channel = (await ctx.get_bundle(bid)).channel
+    assert channel is not None and channel.canary == "r1" and channel.canary_share == 0.25
+
+    # Hermes would send the very same files: the server's answer is codex's r1, not a new one.
+    taken = push(admin, root, "--bundle-id", bid, "--runtime", "hermes", "--revision", "r1")
+    assert taken.returncode == 1
+    assert "exists for runtime codex; pick another --revision" in taken.stderr
+    assert "registered" not in taken.stdout
+
+
 async def test_uncommitted_changes_refused_unless_allowed(admin: Admin, repo: Path) -> None:
     bid = bundle_id()
     write(repo, {"AGENTS.md": "edited, not committed"})
@@ -204,6 +227,8 @@ async def test_bad_input_exits_2_and_registers_nothing(admin: Admin, repo: Path,
         "no codex instruction file": push(admin, code, "--bundle-id", bid, "--runtime",
                                           "codex"),
         "invalid choice": push(admin, repo, "--bundle-id", bid, "--runtime", "claude_cod"),
+        "between 0 and 1": push(admin, repo, "--bundle-id", bid, "--runtime", "codex",
+                                "--canary-share", "1.5"),
         "CTXGATE_API_KEY is not set": push(admin, repo, "--bundle-id", bid, "--runtime",
                                            "codex", CTXGATE_API_KEY=""),
     }
