@@ -87,7 +87,8 @@ class AsyncCtxgateClient:
 
     ``api_key`` is a tenant key (runtime, ops or admin) or, for ``create_key``,
     ``list_keys``, ``revoke_key`` and ``put_tenant_identity``, the platform admin token.
-    ``user_assertion`` is the signed end-user JWT a tenant may require (sent as ``X-Ctxgate-User-Assertion``).
+    ``user_assertion`` is the signed end-user JWT a tenant may require (sent as
+    ``X-Ctxgate-User-Assertion``).
     ``transport`` replaces httpx's network transport (e.g. ``httpx.ASGITransport(app)`` to
     drive an app in-process); ``timeout`` bounds each attempt (seconds or ``httpx.Timeout``);
     ``retry`` says which failures are sent again (see ``RetryPolicy``).
