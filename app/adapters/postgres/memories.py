@@ -7,7 +7,9 @@ cannot both miss each other's duplicate: read
 the live records of the scope (same normalized statement first, then same key, then nearest by
 cosine), run the pure gate on them, apply its decision. Every change bumps ``version`` and adds
 a ``memory_history`` row (PK tenant, memory_id, version, action): ``created``, ``confirmed``,
-``superseded``, ``approved``, ``rejected``. A rejected candidate is never written at all.
+``superseded``, ``approved``, ``rejected``. A rejected candidate is never written at all. The
+history rows of a transaction are written in one statement at its end (nothing in it reads
+them): a batch of 100 writes is ~200 round trips instead of ~300.
 
 Recall pushes the permission down (``VISIBLE``): tenant; user memories only of the turn's
 user, team memories of any user; domain NULL or the turn's domain; status ``active``, or
@@ -76,7 +78,10 @@ WHERE tenant_id = :tenant_id AND memory_id = :memory_id AND status = :from_statu
 RETURNING {_RET}""",  # noqa: S608 - constant fragments, values are bound
     "history_add": """
 INSERT INTO memory_history (tenant_id, memory_id, version, at, action, actor, snapshot)
-VALUES (:tenant_id, :memory_id, :version, :now, :action, :actor, CAST(:snapshot AS jsonb))""",
+SELECT :tenant_id, h.memory_id, h.version, h.at, h.action, h.actor, CAST(h.snapshot AS jsonb)
+FROM unnest(CAST(:memory_ids AS text[]), CAST(:versions AS integer[]),
+            CAST(:ats AS timestamptz[]), CAST(:actions AS text[]), CAST(:actors AS text[]),
+            CAST(:snapshots AS text[])) AS h(memory_id, version, at, action, actor, snapshot)""",
     "get": f"""
 SELECT {_COLS} FROM memories m WHERE m.tenant_id = :tenant_id AND m.memory_id = :memory_id
 """,  # noqa: S608 - constant fragments, values are bound
@@ -156,6 +161,27 @@ def _recall_params(q: MemoryQuery) -> dict[str, Any]:
             "task_id": q.task_id, "now": q.now, "max_level": int(q.max_level), "k": q.k}
 
 
+class _History:
+    """The history rows of one transaction, written together by ``flush``."""
+
+    def __init__(self, tenant_id: str) -> None:
+        self._tenant_id = tenant_id
+        self._rows: list[tuple[str, int, Any, str, str, str]] = []
+
+    def add(self, r: MemoryRecord, action: str, actor: str, now: Any) -> MemoryRecord:
+        self._rows.append((r.memory_id, r.version, now, action, actor, dumps(snapshot(r))))
+        return r
+
+    async def flush(self, conn: Tx) -> None:
+        if self._rows:
+            ids, versions, ats, actions, actors, snapshots = map(list, zip(*self._rows,
+                                                                            strict=True))
+            await conn.execute(_S["history_add"], {
+                "tenant_id": self._tenant_id, "memory_ids": ids, "versions": versions,
+                "ats": ats, "actions": actions, "actors": actors, "snapshots": snapshots})
+            self._rows.clear()
+
+
 class PgMemoryStore:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -168,51 +194,47 @@ class PgMemoryStore:
                          ) -> list[tuple[GateDecision, MemoryRecord | None]]:
         locks = [f"{tenant_id}/mem/{p.write.scope_level}/{p.write.user_id or ''}/"
                  f"{p.write.domain or ''}" for p, _ in writes]
+        history = _History(tenant_id)
         async with self._db.tenant_tx(tenant_id) as conn:
             await conn.execute(_S["lock"], {"locks": locks})
-            return [await self._write(conn, tenant_id, p, gate) for p, gate in writes]
+            done = [await self._write(conn, tenant_id, p, gate, history) for p, gate in writes]
+            await history.flush(conn)
+            return done
 
-    async def _write(self, conn: Tx, tenant_id: str, probe: MemoryProbe, gate: Gate
-                     ) -> tuple[GateDecision, MemoryRecord | None]:
+    async def _write(self, conn: Tx, tenant_id: str, probe: MemoryProbe, gate: Gate,
+                     history: _History) -> tuple[GateDecision, MemoryRecord | None]:
         w = probe.write
         rows = await conn.fetch(_S["related"], {
             **_scope_params(tenant_id, w), "norm": norm_sha256(w.statement), "key": w.key,
             "limit": RELATED_LIMIT,
             "embedding": list(probe.embedding) if probe.embedding is not None else None})
         decision = gate([Existing(record=record(r), similarity=r.similarity) for r in rows])
-        return decision, await self._apply(conn, tenant_id, probe, decision)
+        return decision, await self._apply(conn, tenant_id, probe, decision, history)
 
     async def _apply(self, conn: Tx, tenant_id: str, probe: MemoryProbe,
-                     d: GateDecision) -> MemoryRecord | None:
+                     d: GateDecision, history: _History) -> MemoryRecord | None:
         if d.decision == "rejected":
             return None
         if d.decision == "duplicate" and d.target is not None:
             row = await conn.one(_S["confirm"], {
                 "tenant_id": tenant_id, "memory_id": d.target.memory_id, "now": probe.now,
             })
-            return await self._history(conn, record(row), "confirmed", probe.actor, probe.now)
+            return history.add(record(row), "confirmed", probe.actor, probe.now)
         row = await conn.one(_S["insert"], _insert_params(tenant_id, probe, d))
         if d.decision == "superseded" and d.target is not None:
             await self._transition(conn, tenant_id, d.target.memory_id, MemoryStatus.ACTIVE,
-                                   MemoryStatus.SUPERSEDED, probe.actor, probe.now)
-        return await self._history(conn, record(row), "created", probe.actor, probe.now)
-
-    async def _history(self, conn: Tx, r: MemoryRecord, action: str, actor: str,
-                       now: Any) -> MemoryRecord:
-        await conn.execute(_S["history_add"], {
-            "tenant_id": r.tenant_id, "memory_id": r.memory_id, "version": r.version,
-            "now": now, "action": action, "actor": actor, "snapshot": dumps(snapshot(r))})
-        return r
+                                   MemoryStatus.SUPERSEDED, probe.actor, probe.now, history)
+        return history.add(record(row), "created", probe.actor, probe.now)
 
     async def _transition(self, conn: Tx, tenant_id: str, memory_id: str,
-                          old: MemoryStatus, new: MemoryStatus, actor: str, now: Any
-                          ) -> MemoryRecord | None:
+                          old: MemoryStatus, new: MemoryStatus, actor: str, now: Any,
+                          history: _History) -> MemoryRecord | None:
         row = await conn.fetchrow(_S["status"], {
             "tenant_id": tenant_id, "memory_id": memory_id, "status": new.value,
             "from_status": old.value, "now": now})
         if row is None:
             return None
-        return await self._history(conn, record(row), new.value, actor, now)
+        return history.add(record(row), new.value, actor, now)
 
     async def get(self, *, tenant_id: str, memory_id: str) -> MemoryRecord | None:
         async with self._db.read_tx(tenant_id) as conn:
@@ -237,12 +259,14 @@ class PgMemoryStore:
     async def review(self, *, tenant_id: str, memory_id: str, approve: bool, actor: str,
                      now: Any) -> MemoryRecord | None:
         new = MemoryStatus.ACTIVE if approve else MemoryStatus.REJECTED
+        history = _History(tenant_id)
         async with self._db.tenant_tx(tenant_id) as conn:
             done = await self._transition(conn, tenant_id, memory_id, MemoryStatus.PENDING,
-                                          new, actor, now)
+                                          new, actor, now, history)
             if done is not None and approve and done.supersedes is not None:
                 await self._transition(conn, tenant_id, done.supersedes, MemoryStatus.ACTIVE,
-                                       MemoryStatus.SUPERSEDED, actor, now)
+                                       MemoryStatus.SUPERSEDED, actor, now, history)
+            await history.flush(conn)
         return done
 
     async def delete(self, *, tenant_id: str, memory_id: str) -> bool:
