@@ -11,7 +11,8 @@ Contract (pure; the service fetches what these name, by ref, and adds it to the 
   cites an earlier conclusion (a cue: "you said", "earlier", "we agreed", 之前, 刚才, 结论…)
   and an archived event of the session outside the window shares at least
   ``CITED_MIN_TERMS`` subject terms with it (without a cue: ``UNCUED_MIN_TERMS`` and most of
-  the query's terms).
+  the query's terms); the ``MAX_CITED`` best: most shared terms, messages before tool
+  results, newest first.
 * ``reactivated(query, approvals)`` — trigger (c): the pending approvals the query takes up
   again (≥ 2 shared subject terms and an approval, grant or go-ahead cue).
 
@@ -34,6 +35,7 @@ MISSING_EVIDENCE = "read_back.missing_evidence"
 CITED_CONCLUSION = "read_back.cited_conclusion"
 APPROVAL_REACTIVATED = "read_back.approval_reactivated"
 MAX_READ_BACK = 4
+MAX_CITED = 2
 CITED_MIN_TERMS = 2
 UNCUED_MIN_TERMS = 4
 APPROVAL_MIN_TERMS = 2
@@ -90,7 +92,7 @@ def cited(query: str, hits: Sequence[TranscriptHit], present: Collection[str], *
     refs) that the query cites, outside ``present``."""
     terms = tx.content_terms(query)
     cue = cites_conclusion(query)
-    out = []
+    scored = []
     for h in hits:
         ref = session_ref_of.get(h.event.seq)
         if ref is None or ref in present:
@@ -98,8 +100,10 @@ def cited(query: str, hits: Sequence[TranscriptHit], present: Collection[str], *
         shared = len(terms & tx.content_terms(h.event.content))
         strong = shared >= UNCUED_MIN_TERMS and shared * 5 >= len(terms) * 3
         if (cue and shared >= CITED_MIN_TERMS) or strong:
-            out.append(ReadBack(reason=CITED_CONCLUSION, ref=ref))
-    return out
+            # a conclusion is what a message states, not what a tool returned
+            scored.append((-shared, h.event.type != "message", -h.event.seq, ref))
+    return [ReadBack(reason=CITED_CONCLUSION, ref=ref)
+            for *_, ref in sorted(scored)[:MAX_CITED]]
 
 
 def reactivated(query: str, approvals: Sequence[str]) -> list[str]:

@@ -58,7 +58,12 @@ from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
 READ_BACK_PRIORITY = 70  # above retrieval (40) and old history, below task state (80, 100)
-CITED_SEARCH_HITS = 6
+# Full-text hits trigger (b) looks through: a query that cites ("you said", 之前…) looks
+# further, as the archive ranks long tool results (many matching terms) before the short
+# message that states the conclusion; (c) looks for one known sentence.
+CITED_SEARCH_HITS = 100
+UNCUED_SEARCH_HITS = 20
+APPROVAL_SEARCH_HITS = 20
 
 
 def _same(old: TaskCheckpoint | None, new: TaskCheckpoint) -> bool:
@@ -170,7 +175,8 @@ class ConstraintService:
         if cites_conclusion(query) or compacted:
             hits = await self._sessions.search_owned(
                 tenant_id=scope.tenant_id, session_id=sid, user_id=scope.user_id,
-                visibility=Visibility.SELF, query=query, limit=CITED_SEARCH_HITS)
+                visibility=Visibility.SELF, query=query,
+                limit=CITED_SEARCH_HITS if cites_conclusion(query) else UNCUED_SEARCH_HITS)
             own = [h for h in hits if h.session_id == sid]
             for h in own:
                 found.setdefault(event_ref(sid, h.event.seq), h)
@@ -189,7 +195,7 @@ class ConstraintService:
         sid = scope.session_id or ""
         hits = await self._sessions.search_owned(
             tenant_id=scope.tenant_id, session_id=sid, user_id=scope.user_id,
-            visibility=Visibility.SELF, query=approval, limit=CITED_SEARCH_HITS)
+            visibility=Visibility.SELF, query=approval, limit=APPROVAL_SEARCH_HITS)
         for h in hits:
             ref = event_ref(sid, h.event.seq)
             if h.session_id == sid and approval in h.event.content:

@@ -298,3 +298,13 @@ def test_readback_plans() -> None:
     many = [ReadBack(reason=APPROVAL_REACTIVATED, ref=f"session://s/events/{i}")
             for i in range(10)]
     assert len(plan(got, many)) == MAX_READ_BACK and plan(got, got) == tuple(got)
+
+
+def test_a_ref_the_checkpoint_cites_is_not_a_secret() -> None:
+    """``session://<id>/events/<n>``: the scheme is not a credential word, so a decision
+    citing its source (and the checkpoint detail holding it) is not dropped as a secret."""
+    from app.core.detectors.secrets import HIGH_ENTROPY
+
+    cited = "- 决定 [session://s-review-knowledge/events/2] [constraint:15cf21a2dd]"
+    assert HIGH_ENTROPY(cited) == []
+    assert HIGH_ENTROPY("session token: 8fA3kZ9qL2mN7xB4vC1wE6rT")

@@ -165,9 +165,14 @@ def _entropy_ok(token: str) -> bool:
     return any(c.isalpha() for c in token) and shannon_entropy(token) >= 3.7
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:$")
+
+
 def _in_context(text: str, start: int) -> bool:
     line_start = text.rfind("\n", max(0, start - _CONTEXT_CHARS), start) + 1
     window = text[max(line_start, start - _CONTEXT_CHARS):start]
+    if text.startswith("//", start):  # a URI's path: its scheme ("session:") is no context
+        window = _SCHEME.sub("", window)
     return _CONTEXT.search(fold_ascii(window)) is not None
 
 
