@@ -754,6 +754,12 @@ class ManifestOut(BaseModel):
         default=None, description="the session compaction serving this turn (its record; "
                                   "reused=true when an earlier run's view was served again), "
                                   "or null when the history fit uncompacted")
+    read_back: list[dict[str, str]] = Field(
+        default_factory=list, description="out-of-window content this turn brought back, "
+        "each {reason, ref}: read_back.missing_evidence (a committed constraint's or "
+        "evidence's source not in the window), read_back.cited_conclusion (the query cites "
+        "an archived event), read_back.approval_reactivated (a pending approval taken up "
+        "again)")
     stable_prefix_sha256: str
     render: Literal["openai", "anthropic"] = Field(
         default="openai", description="the rendering of the turn's envelope (manifests "
