@@ -198,6 +198,7 @@ class Manifest(Out):
     conflicts: list[dict[str, Any]] = Field(default_factory=list)
     validation: dict[str, Any] = Field(default_factory=dict)
     compaction: dict[str, Any] | None = None
+    read_back: list[dict[str, str]] = Field(default_factory=list)  # {reason, ref}
     stable_prefix_sha256: str = ""
     render: Render = "openai"
     timings_ms: dict[str, float] = Field(default_factory=dict)
