@@ -473,12 +473,13 @@ def build_cases(p: Plant) -> list[Case]:
         ("create-key", "POST", "/v1/admin/keys",
          {"tenant_id": p.tb, "role": "admin", "max_data_level": "secret"}),
         ("revoke-key", "DELETE", f"/v1/admin/keys/{p.key_ids['b_rt']}", None),
+        ("list-keys", "GET", f"/v1/admin/keys?tenant_id={p.tb}", None),
     ]
     for ep, method, path, body in endpoints:
         for variant, headers in AUTH_VARIANTS:
             add(Case(f"auth/{ep}/{variant}", method, path, headers(p), body=body,
                      expect=(401,), expect_type="unauthorized"))
-        if ep in ("create-key", "revoke-key"):
+        if ep in ("create-key", "revoke-key", "list-keys"):
             for who in ("a_rt", "a_ops", "a_admin", "b_rt"):
                 add(Case(f"auth/{ep}/tenant-key-{who}", method, path, bearer(p.keys[who]),
                          body=body, expect=(401,), expect_type="unauthorized"))
