@@ -187,6 +187,8 @@ async def test_admin_erasure_and_health(connect: Connect, admin: AsyncCtxgateCli
     short = connect(made.api_key)
     assert (await short.list_memories(user_id="alice")).memories == []
     await admin.revoke_key(made.key_id)
+    listed = {k.key_id: k for k in (await admin.list_keys(tenant_id=tenant)).keys}
+    assert listed[made.key_id].revoked_at is not None and len(listed) == 4
     with pytest.raises(UnauthorizedError) as denied:
         await short.list_memories(user_id="alice")
     assert (denied.value.status, denied.value.type) == (401, "unauthorized")
