@@ -220,6 +220,7 @@ EPILOG = """\
 examples:
   ctxgate demo && ctxgate serve          the guided tour, then the API on 127.0.0.1:8080
   KEY=$(ctxgate keys create --tenant acme --role runtime --quiet)
+  ctxgate bundles push . --bundle-id web --runtime claude-code --promote
   ctxgate bench --scale smoke            a one-minute benchmark"""
 
 

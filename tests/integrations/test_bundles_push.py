@@ -5,9 +5,10 @@ Checks: a push registers the runtime's tracked files as committed (untracked one
 with the repository and commit from git; a second push of the same content registers nothing
 and says so; ``--promote`` makes a turn with ``workspace.bundle_id`` see AGENTS.md (the
 issue's "done when"); a new commit is a new revision; Claude Code's rules and imports are
-followed; uncommitted changes are refused unless ``--allow-dirty``; bad input (not a work
-tree, no commit, an unknown runtime, no key) exits 2 with nothing registered; a server that
-is down or a key that is not an admin's exits 1.
+followed, symlinks read as their tracked targets; a canary promotion; a revision id taken
+by another runtime is refused; uncommitted changes are refused unless ``--allow-dirty``; bad
+input (not a work tree, no commit, an unknown runtime, no key) exits 2 with nothing
+registered; a server that is down or a key that is not an admin's exits 1.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 import pytest
 from ctxgate_client import AsyncCtxgateClient, NotFoundError
 
+from app.core.bundles.checkout import ROOT_MARKER
+from app.integrations.checkout import read_checkout
 from tests.client.conftest import ADMIN_TOKEN
 from tests.integrations.conftest import PYTHON
 
@@ -183,6 +186,30 @@ async def test_canary_and_a_revision_id_taken_by_another_runtime(admin: Admin,
     assert taken.returncode == 1
     assert "exists for runtime codex; pick another --revision" in taken.stderr
     assert "registered" not in taken.stdout
+
+
+def test_checkout_symlinks_non_text_and_global_areas(tmp_path: Path) -> None:
+    """Read without a server: a tracked symlink reads as its tracked target, one pointing out
+    of the tree and a file that is not UTF-8 are skipped with the reason, a file where a
+    bundle keeps a global area is never sent as a repository file."""
+    root = tmp_path / "links"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, {"AGENTS.md": AGENTS, "managed/CLAUDE.md": "not the managed policy"})
+    (root / "CLAUDE.md").symlink_to("AGENTS.md")
+    (root / "svc").mkdir()
+    (root / "svc/CLAUDE.md").symlink_to("../../outside.md")
+    (root / "lib").mkdir()
+    (root / "lib/CLAUDE.md").write_bytes(b"caf\xe9 latin-1")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "links")
+    co = read_checkout(root / "lib", "claude-code")
+    assert co.root == root and co.commit == git(root, "rev-parse", "HEAD")
+    assert co.files == {"CLAUDE.md": AGENTS, ROOT_MARKER: ""}
+    assert dict(co.skipped) == {
+        "managed/CLAUDE.md": "a path the bundle reads as a global area",
+        "svc/CLAUDE.md": "a symlink to no tracked file", "lib/CLAUDE.md": "not UTF-8 text"}
+    assert co.dirty == () and co.repo == "links"
 
 
 async def test_uncommitted_changes_refused_unless_allowed(admin: Admin, repo: Path) -> None:
