@@ -123,7 +123,8 @@ class RetryPolicy:
     identity policy; PUT of a checkpoint only with ``expected_revision`` (a compare-and-set);
     POST /v1/context only with a client-chosen ``turn_id`` (the server answers a repeated
     turn_id with the first answer and appends its events once); registering, promoting and
-    revoking a bundle revision and requesting an erasure (each the same outcome twice).
+    revoking a bundle revision, resetting a compaction breaker and requesting an erasure
+    (each the same outcome twice).
     Every other POST (append events, propose memories, ingest documents, compact, create a
     key, approve or reject a memory) is sent once: its 503 is raised.
 
