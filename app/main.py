@@ -168,7 +168,7 @@ class Container:
             history_events=settings.compaction_history_events, compact_at=settings.compact_at)
         states = PgSessionStateStore(db)
         constraint_svc = ConstraintService(
-            sessions=session_svc, tasks=task_svc, states=states, manifests=mstore,
+            sessions=session_svc, tasks=task_svc, states=states,
             chunks=PgChunkReader(db, tokenizer=settings.tokenizer, detectors=fingerprint()),
             count_tokens=count)
         assembler = Assembler(

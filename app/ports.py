@@ -289,6 +289,11 @@ class SessionStateStore(Protocol):
 
 
 class ChunkReader(Protocol):
+    async def relied(self, *, tenant_id: str, session_id: str, turns: int) -> list[str]:
+        """The ``kb://`` refs the envelopes of the session's last ``turns`` turns carried (as
+        their manifests record them), newest first, once each."""
+        ...
+
     async def chunks(self, *, query: KnowledgeQuery, refs: Sequence[str]
                      ) -> list[KnowledgeHit]:
         """The current, visible (``query``'s permission pushed down, as a search) chunks

@@ -53,7 +53,7 @@ from app.core.readback import (
 )
 from app.core.refs import event_ref, event_seq, parse_ref
 from app.core.retrieval import knowledge_candidates, transcript_candidates
-from app.ports import ChunkReader, KnowledgeQuery, ManifestFilter, ManifestStore, SessionStateStore
+from app.ports import ChunkReader, KnowledgeQuery, SessionStateStore
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
@@ -71,27 +71,14 @@ def _same(old: TaskCheckpoint | None, new: TaskCheckpoint) -> bool:
         new, revision=old.revision, created_at=old.created_at, admission=old.admission) == old
 
 
-def relied_refs(manifests: Sequence[dict[str, object]]) -> list[str]:
-    """The knowledge chunks the turns' envelopes carried, newest turn first, once each."""
-    refs: dict[str, None] = {}
-    for body in manifests:
-        segments = body.get("segments")
-        for s in segments if isinstance(segments, list) else ():
-            ref = s.get("ref") if isinstance(s, dict) else None
-            if isinstance(ref, str) and ref.startswith("kb://"):
-                refs.setdefault(ref)
-    return list(refs)
-
-
 class ConstraintService:
     def __init__(self, *, sessions: SessionService, tasks: TaskService,
-                 states: SessionStateStore, chunks: ChunkReader, manifests: ManifestStore,
-                 count_tokens: CountTokens, relied_turns: int = 20) -> None:
+                 states: SessionStateStore, chunks: ChunkReader, count_tokens: CountTokens,
+                 relied_turns: int = 20) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._states = states
         self._chunks = chunks
-        self._manifests = manifests
         self._count = count_tokens
         self._relied_turns = relied_turns
 
@@ -105,9 +92,9 @@ class ConstraintService:
                               k=0)
 
     async def _sources(self, scope: Scope, now: datetime) -> list[Source]:
-        stored = await self._manifests.list(tenant_id=scope.tenant_id, filt=ManifestFilter(
-            session_id=scope.session_id, limit=self._relied_turns))
-        refs = relied_refs([m.body for m in stored])
+        refs = await self._chunks.relied(tenant_id=scope.tenant_id,
+                                         session_id=scope.session_id or "",
+                                         turns=self._relied_turns)
         if not refs:
             return []
         hits = await self._chunks.chunks(query=self._query(scope, now), refs=refs)

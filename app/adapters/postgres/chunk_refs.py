@@ -1,5 +1,6 @@
 """Knowledge chunks read again by their ref (``ChunkReader``), for a turn's read-back and for
-the retrieved evidence a compaction commits constraints from.
+the retrieved evidence a compaction commits constraints from (``relied``: the chunks a
+session's turns carried, as their manifests record them).
 
 One statement: the refs become (doc_id, version, chunk_no) rows and are joined with the
 chunks under the same pushed-down permission as a search (``knowledge.VISIBLE``: tenant,
@@ -27,6 +28,19 @@ WHERE {VISIBLE}
 """)  # noqa: S608 - constant fragments, values are bound
 
 
+# The kb:// refs of the segments of a session's last turns: only the refs leave the server,
+# not the manifests' bodies (indexed by manifests_session).
+RELIED_SQL = Sql("""
+SELECT s.ref FROM (
+    SELECT body, created_at FROM manifests
+    WHERE tenant_id = :tenant_id AND session_id = :session_id
+    ORDER BY created_at DESC LIMIT :turns
+) AS m, jsonb_array_elements(m.body -> 'segments') AS seg, LATERAL (SELECT seg ->> 'ref') AS s(ref)
+WHERE s.ref LIKE 'kb://%'
+GROUP BY s.ref ORDER BY max(m.created_at) DESC, s.ref
+""")
+
+
 def chunk_key(ref: str) -> tuple[str, str, int] | None:
     """(doc_id, version, chunk_no) of a chunk ref, None for any other ref."""
     try:
@@ -47,6 +61,14 @@ class PgChunkReader:
         self._db = db
         self._tokenizer = tokenizer
         self._detectors = detectors
+
+    async def relied(self, *, tenant_id: str, session_id: str, turns: int) -> list[str]:
+        """The knowledge chunks the envelopes of the session's last ``turns`` turns carried,
+        newest first, once each."""
+        async with self._db.read_tx(tenant_id) as conn:
+            rows = await conn.fetch(RELIED_SQL, {"tenant_id": tenant_id,
+                                                 "session_id": session_id, "turns": turns})
+        return [str(r.ref) for r in rows]
 
     async def chunks(self, *, query: KnowledgeQuery, refs: Sequence[str]
                      ) -> list[KnowledgeHit]:
