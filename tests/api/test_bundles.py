@@ -116,6 +116,9 @@ async def test_revisions_are_immutable_and_registration_is_idempotent(
     changed = await client.post("/v1/bundles", headers=bearer(admin),
                                 json=bundle("3", "Something else."))
     assert changed.status_code == 409
+    other_runtime = await client.post("/v1/bundles", headers=bearer(admin), json={
+        **bundle("3", "Only change RetryConfig."), "runtime": "claude-code"})
+    assert other_runtime.status_code == 409, other_runtime.text
     rev = await client.get("/v1/bundles/repo-payments-rules/revisions/3", headers=bearer(admin))
     assert {f["path"] for f in rev.json()["files"]} == {
         ".git/HEAD", "AGENTS.md", "services/refund/AGENTS.md"}

@@ -142,9 +142,10 @@ class PgBundleStore:
                                                   "sha256": revision.sha256}):
                 raise Conflict("this content was revoked: its hash is on the denylist")
             existing = _revision(await conn.one(_S["get"], key))
-        if existing.sha256 != revision.sha256:
-            raise Conflict(f"revision {revision.revision!r} exists with other files; "
-                           "revisions are immutable")
+        # The same files under another runtime resolve to other text: that is another revision.
+        if (existing.sha256, existing.runtime) != (revision.sha256, revision.runtime):
+            raise Conflict(f"revision {revision.revision!r} exists with other files or another "
+                           "runtime; revisions are immutable")
         return existing
 
     async def get(self, *, tenant_id: str, bundle_id: str, revision: str
