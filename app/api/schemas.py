@@ -706,6 +706,9 @@ class SegmentOut(BaseModel):
     tokens: int
     ref: str
     trust: str
+    quarantined: bool = Field(
+        default=False, description="the safety guard found an injection attempt in it: it is "
+                                   "fenced as data with quarantined=\"true\"")
 
 
 class CacheBreakpointOut(BaseModel):

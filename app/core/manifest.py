@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from app.core.conflicts import Conflict
+from app.core.guards.safety import QUARANTINE_META
 from app.core.model import Assembly, Candidate, DropLayer, Scope, Segment
 
 
@@ -130,6 +131,7 @@ def envelope_body(assembly: Assembly) -> dict[str, Any]:
                 "tokens": s.tokens,
                 "ref": s.candidate.ref,
                 "trust": s.candidate.trust.value,
+                "quarantined": bool(s.candidate.meta_value(QUARANTINE_META)),
             }
             for s in env.segments
         ],

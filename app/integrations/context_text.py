@@ -8,8 +8,8 @@ references of the dynamic section each under its ``[ref]``, then every low-trust
 fenced as data after the same preface the model renderings use (``app.core.render.shared``).
 Left out: the session section (the runtime calling holds its own conversation) and the
 query (the runtime has just been given it). The fence is the renderings' own, so a runtime
-reading this text sees data marked exactly as a model API request would carry it; the
-``quarantined`` flag is not on the wire, so a quarantined segment is fenced without it.
+reading this text sees data marked exactly as a model API request would carry it, a
+quarantined segment's fence included.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def context_text(response: ContextResponse) -> str:
             if s.section == "dynamic" and s.kind == "task_state" and not _low(s)]
     reviewed = [f"[{s.ref}]\n{s.content}" for s in segments
                 if s.section == "dynamic" and s.kind != "task_state" and not _low(s)]
-    data = [fence_text(s.content, ref=s.ref, trust=s.trust) for s in segments if _low(s)]
+    data = [fence_text(s.content, ref=s.ref, trust=s.trust, quarantined=s.quarantined)
+            for s in segments if _low(s)]
     parts = [*stable]
     if task:
         parts.append("\n\n".join([TASK_HEADING, *task]))

@@ -162,6 +162,7 @@ class Segment(Out):
     tokens: int
     ref: str
     trust: str
+    quarantined: bool = False
 
 
 class CacheBreakpoint(Out):
