@@ -12,7 +12,13 @@ against 50 records). Steps run in this order; the first that decides wins:
 2. classification  ``memory.sensitivity_secret``    sensitivity ``secret`` is never stored
                    ``memory.secret``                a secret detector fired (the text is never
                    ``memory.personal_data``         stored, not even in history)
+                   ``memory.transcript``            a pasted chat transcript: two or more
+                                                    turn markers (User:/Assistant:/用户：...),
+                                                    or more than MAX_LINES non-empty lines
+                   ``memory.log``                   a pasted log: a line that is a timestamp
+                                                    followed by a log level
                    ``memory.temporary``             temporary paths, one-off debug output
+                                                    (stack traces included)
                    ``memory.inference_without_task`` ``model_inference`` needs a ``task_id``
 3. dedupe          ``memory.duplicate``             same normalized statement in the scope, or
                                                     cosine >= NEAR_DUPLICATE with the same
@@ -24,6 +30,13 @@ against 50 records). Steps run in this order; the first that decides wins:
                    ``memory.missing_evidence``      evidence-backed origins need evidence_ref
                    ``memory.accepted``              user scope, user_stated or with evidence
                    ``memory.hypothesis``            model_inference, bound to its task
+                   ``memory.low_confidence``        confidence < LOW_CONFIDENCE: stored as a
+                                                    ``hypothesis`` (recalled only inside its
+                                                    task, never as a fact; none: never)
+
+A tentative write (model inference or low confidence) only meets hypotheses of its own task
+and never supersedes a fact. ``purpose`` and ``tenant_wide`` are labels the store keeps and
+recall filters on (``docs/memory.md``); the gate does not judge them.
 
 Why the numbers: multilingual-e5-small scores paraphrases 0.93-0.99 but ALSO "Redis 6" vs
 "Redis 7" at 0.987 and unrelated statements ~0.79 (docs/memory.md). Cosine alone therefore
@@ -69,6 +82,18 @@ _CREDENTIAL = re.compile(
     r"|(?:密码|口令|令牌|密钥)\s*(?:是|为|=|:|：)\s*(?=\S{4})\S*[^\sA-Za-z]", re.IGNORECASE)
 _LOG_LINE = re.compile(r"^\s*\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
 LONG_LOG_LINE = 200
+# A log line: a timestamp (ISO date-time or a bare clock time) then, within its brackets,
+# a level word. "Since 2026-01-02 the ERROR rate pages on-call" is prose: no clock time.
+_LOG_ENTRY = re.compile(
+    r"^\s*[\[(]?(?:\d{4}-\d\d-\d\d[T ])?\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"[\])]?\s*[\[(]?\s*(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|FATAL|CRITICAL|SEVERE)\b",
+    re.MULTILINE | re.IGNORECASE)
+_TURN_MARKER = re.compile(
+    r"^\s*(?:\[[^\]\n]{1,30}\]\s*)?(?:user|assistant|human|ai|system|bot|agent|customer|"
+    r"用户|助手|客服|客户|系统)\s*[:：]", re.MULTILINE | re.IGNORECASE)
+MAX_LINES = 10  # a memory is one statement (a short list at most), not a pasted text
+LOW_CONFIDENCE = 0.5  # below: held as a hypothesis; the API's default confidence is 0.5
+PURPOSES = frozenset({"support", "analysis", "execution"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +114,8 @@ class MemoryWrite:
     expires_at: datetime | None
     task_id: str | None
     pinned: bool = False
+    purpose: str | None = None  # one of PURPOSES; None: for every purpose
+    tenant_wide: bool = False  # team memory without a domain, served in every domain
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +189,26 @@ def is_temporary(statement: str) -> bool:
                for line in statement.splitlines())
 
 
+def pasted_shape(statement: str) -> GateDecision | None:
+    """``memory.transcript`` or ``memory.log`` when the statement is a pasted conversation
+    or log rather than a fact; None otherwise."""
+    markers = len(_TURN_MARKER.findall(statement))
+    if markers >= 2:
+        return _reject("transcript", f"a chat transcript ({markers} turn markers), not a fact")
+    lines = sum(1 for line in statement.splitlines() if line.strip())
+    if lines > MAX_LINES:
+        return _reject("transcript", f"{lines} lines of pasted text, not one statement "
+                                     f"(at most {MAX_LINES})")
+    if _LOG_ENTRY.search(statement):
+        return _reject("log", "a log line (timestamp and level), not a fact")
+    return None
+
+
+def tentative(w: MemoryWrite) -> bool:
+    """A model's guess or a low-confidence statement: kept as a hypothesis only."""
+    return w.origin == "model_inference" or w.confidence < LOW_CONFIDENCE
+
+
 def _classify(w: MemoryWrite, secret: Sequence[Detector], pii: Sequence[Detector]
               ) -> GateDecision | None:
     if w.origin not in ORIGINS:
@@ -174,8 +221,14 @@ def _classify(w: MemoryWrite, secret: Sequence[Detector], pii: Sequence[Detector
             return _reject(family, f"detector found {', '.join(found)}")
     if _CREDENTIAL.search(w.statement):
         return _reject("secret", "a credential written as prose (password/token is ...)")
+    if w.purpose is not None and w.purpose not in PURPOSES:
+        return _reject("unknown_purpose", f"purpose {w.purpose!r} is not one of "
+                                          f"{sorted(PURPOSES)}")
     if is_temporary(w.statement):
         return _reject("temporary", "temporary path or one-off debug output")
+    pasted = pasted_shape(w.statement)  # after temporary: its long log lines keep that type
+    if pasted is not None:
+        return pasted
     if w.origin == "model_inference" and not w.task_id:
         return _reject("inference_without_task", "a model inference is kept only as a "
                        "hypothesis of its task; task_id is required")
@@ -183,7 +236,7 @@ def _classify(w: MemoryWrite, secret: Sequence[Detector], pii: Sequence[Detector
 
 
 def _comparable(w: MemoryWrite, r: MemoryRecord) -> bool:
-    if w.origin == "model_inference":  # hypotheses only meet hypotheses of the same task
+    if tentative(w):  # hypotheses only meet hypotheses of the same task
         return r.status is MemoryStatus.HYPOTHESIS and r.task_id == w.task_id
     return r.status in (MemoryStatus.ACTIVE, MemoryStatus.PENDING)
 
@@ -211,7 +264,7 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
 
 def _contradicted(w: MemoryWrite, existing: Sequence[Existing], terms: TermsOf
                   ) -> MemoryRecord | None:
-    if w.origin == "model_inference":
+    if tentative(w):
         return None  # a guess never overrides a fact
     mine = terms(w.statement)
     for e in existing:
@@ -232,6 +285,12 @@ def _approval(w: MemoryWrite) -> GateDecision:
     if w.origin == "model_inference":
         return GateDecision(decision="hypothesis", type="memory.hypothesis",
                             reason=f"kept as a hypothesis of task {w.task_id}",
+                            status=MemoryStatus.HYPOTHESIS)
+    if w.confidence < LOW_CONFIDENCE:
+        where = f"of task {w.task_id}" if w.task_id else "without a task (never recalled)"
+        return GateDecision(decision="hypothesis", type="memory.low_confidence",
+                            reason=f"confidence {w.confidence:.2f} < {LOW_CONFIDENCE}: kept "
+                                   f"as a hypothesis {where}",
                             status=MemoryStatus.HYPOTHESIS)
     if w.scope_level == "team":
         return GateDecision(decision="pending", type="memory.pending_approval",

@@ -139,6 +139,7 @@ async def test_openai_embeds_in_order_with_auth(server_url: str) -> None:
     assert last["path"] == "/v1/embeddings"
     assert last["auth"] == "Bearer sk-test"
     assert last["input"] == ["dddd"]
+    assert last["dimensions"] == FakeEmbeddings.dim  # the server's one dimension, asked for
 
 
 async def test_openai_reorders_by_index(server_url: str) -> None:

@@ -157,3 +157,44 @@ def test_regression_set_precision_and_recall() -> None:
     assert precision >= MIN_WRITE_PRECISION
     assert recall >= MIN_REJECT_RECALL
     assert not wrong_type
+
+
+@pytest.mark.parametrize(("text", "type_"), [
+    ("User: my refund is late\nAssistant: I will check the order", "memory.transcript"),
+    ("用户：退款还没到\n客服：我帮您查一下", "memory.transcript"),
+    ("[10:02] user: hi\n[10:03] assistant: hello", "memory.transcript"),
+    ("\n".join(f"point {i} of the meeting" for i in range(11)), "memory.transcript"),
+    ("2026-07-14 10:12:00 ERROR refund-worker timed out", "memory.log"),
+    ("[2026-07-14T10:12:00Z] [WARN] pool exhausted\nretrying", "memory.log"),
+    ("10:12:00.123 INFO started", "memory.log"),
+])
+def test_pasted_transcripts_and_logs_are_refused(text: str, type_: str) -> None:
+    d = gate(write(text))
+    assert (d.decision, d.type) == ("rejected", type_)
+
+
+@pytest.mark.parametrize("text", [
+    "The user prefers answers in Chinese",
+    "Since 2026-01-02 the ERROR rate alarm pages on-call",
+    "Deploy window: Tuesdays 10:00-12:00 UTC",
+    "Assistant: answer in Chinese",  # one marker is a label, not a conversation
+])
+def test_statements_that_only_look_like_pastes_pass(text: str) -> None:
+    assert gate(write(text)).decision == "accepted"
+
+
+def test_low_confidence_is_held_as_a_hypothesis_and_supersedes_nothing() -> None:
+    fact = write("Root cause is pool size 10")
+    old = stored(fact, gate(fact), "m1")
+    d = gate(write("Root cause is pool size 20", confidence=0.3), [old])
+    assert (d.decision, d.type, d.status, d.target) == (
+        "hypothesis", "memory.low_confidence", MemoryStatus.HYPOTHESIS, None)
+    team = gate(write("Deploys happen on Fridays", scope_level="team", user_id=None,
+                      confidence=0.2))
+    assert team.status is MemoryStatus.HYPOTHESIS  # not pending: an admin approves facts
+    assert gate(write("Root cause is pool size 10", confidence=0.5), [old]).decision \
+        == "duplicate"  # at the threshold it is a statement like any other
+
+
+def test_unknown_purpose_is_refused() -> None:
+    assert gate(write("x is y", purpose="sales")).type == "memory.unknown_purpose"

