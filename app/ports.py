@@ -30,6 +30,7 @@ from app.core.model import (
     Trust,
     Visibility,
 )
+from app.core.session_state import SessionState
 
 Vector = Sequence[float]
 
@@ -278,10 +279,10 @@ class CompactionStore(Protocol):
 
 class SessionStateStore(Protocol):
     """The committed state of a session without a task (a ``TaskCheckpoint`` value with an
-    empty ``task_id``), one per session."""
+    empty ``task_id``) and the last event committed into it, one per session."""
 
-    async def get(self, *, tenant_id: str, session_id: str) -> TaskCheckpoint | None: ...
-    async def put(self, *, tenant_id: str, session_id: str, state: TaskCheckpoint,
+    async def get(self, *, tenant_id: str, session_id: str) -> SessionState | None: ...
+    async def put(self, *, tenant_id: str, session_id: str, state: SessionState,
                   expected_revision: int) -> int:
         """The new revision; ``StaleRevision`` unless the stored one is ``expected_revision``
         (0: none)."""

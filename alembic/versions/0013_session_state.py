@@ -10,7 +10,8 @@ retrieved evidence the session relied on) to the task checkpoint; a session with
 has none, so they went only into that compaction's summary block and the next run, reading
 the last events again, could lose one that had left them. ``session_states`` holds one
 record per session: the committed state as a checkpoint body (``tasks.body_of``), with a
-revision for optimistic writes. A turn renders it in task state like a checkpoint's
+revision for optimistic writes and the last event committed (``through_seq``: the next
+commit reads only the events after it). A turn renders it in task state like a checkpoint's
 constraints; the next compaction builds on it (union, never shrinks).
 
 The rows go with their session (``ON DELETE CASCADE``: erasing a user's sessions removes
@@ -35,6 +36,7 @@ CREATE TABLE session_states (
     session_id  text NOT NULL,
     revision    integer NOT NULL CHECK (revision > 0),
     body        jsonb NOT NULL,
+    through_seq integer NOT NULL DEFAULT 0,
     updated_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, session_id),
     FOREIGN KEY (tenant_id, session_id) REFERENCES sessions ON DELETE CASCADE

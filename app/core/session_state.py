@@ -12,6 +12,7 @@ validates against a task checkpoint.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from app.core.candidates import (
@@ -31,6 +32,14 @@ from app.core.model import (
     Trust,
 )
 from app.core.refs import session_ref
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionState:
+    """A session's committed state and the last event committed into it."""
+
+    state: TaskCheckpoint
+    through_seq: int
 
 
 def state_ref(session_id: str, revision: int, part: str | None = None) -> str:

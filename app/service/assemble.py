@@ -179,7 +179,7 @@ class Assembler:
         compaction_ms = (time.perf_counter() - t_compact) * 1000
         candidates = self._candidates(scope, req, collected, now, compacted)
         checkpoint = (compacted.checkpoint if compacted is not None else None) \
-            or collected.checkpoint or collected.state
+            or collected.checkpoint or (collected.state.state if collected.state else None)
         read_back: list[dict[str, str]] = []
         if self._constraints is not None:
             with stage_span(self._tracer, "ctxgate.read_back"):
@@ -271,7 +271,7 @@ class Assembler:
         if checkpoint is not None:
             out += task_state_candidates(checkpoint, scope.tenant_id, self._count, now)
         elif got.state is not None and scope.session_id is not None:
-            out += session_state_candidates(got.state, session_id=scope.session_id,
+            out += session_state_candidates(got.state.state, session_id=scope.session_id,
                                             tenant_id=scope.tenant_id,
                                             count_tokens=self._count, now=now)
         out += knowledge_candidates(got.hits, count_tokens=self._count)

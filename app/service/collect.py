@@ -30,6 +30,7 @@ from app.core.model import (
     Visibility,
 )
 from app.core.pipeline import PipelineConfig
+from app.core.session_state import SessionState
 from app.ports import (
     Embedder,
     KnowledgeQuery,
@@ -61,7 +62,7 @@ class Collected:
     bundle: Admitted | None
     memories: list[MemoryHit]
     pins: list[MemoryRecord]
-    state: TaskCheckpoint | None = None  # the session's state (SessionStateStore), no task
+    state: SessionState | None = None  # the session's state (SessionStateStore), no task
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,7 +127,7 @@ class Collector:
             return await self._tasks.for_turn(
                 tenant_id=scope.tenant_id, task_id=scope.task_id, user_id=scope.user_id)
 
-        async def state() -> TaskCheckpoint | None:
+        async def state() -> SessionState | None:
             """Without a task, the session's own state carries its constraints."""
             if scope.task_id is not None or scope.session_id is None or self._states is None:
                 return None

@@ -53,6 +53,7 @@ from app.core.readback import (
 )
 from app.core.refs import event_ref, event_seq, parse_ref
 from app.core.retrieval import knowledge_candidates, transcript_candidates
+from app.core.session_state import SessionState
 from app.ports import ChunkReader, KnowledgeQuery, SessionStateStore
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
@@ -82,9 +83,6 @@ class ConstraintService:
         self._count = count_tokens
         self._relied_turns = relied_turns
 
-    async def state(self, *, tenant_id: str, session_id: str) -> TaskCheckpoint | None:
-        return await self._states.get(tenant_id=tenant_id, session_id=session_id)
-
     def _query(self, scope: Scope, now: datetime) -> KnowledgeQuery:
         return KnowledgeQuery(tenant_id=scope.tenant_id, user_id=scope.user_id,
                               groups=scope.groups, domain=scope.domain,
@@ -102,8 +100,8 @@ class ConstraintService:
 
     async def before_compaction(
         self, *, principal: Principal, scope: Scope, tail: Sequence[SessionEvent],
-        checkpoint: TaskCheckpoint | None, state: TaskCheckpoint | None, now: datetime
-    ) -> tuple[TaskCheckpoint | None, TaskCheckpoint | None]:
+        checkpoint: TaskCheckpoint | None, state: SessionState | None, now: datetime
+    ) -> tuple[TaskCheckpoint | None, SessionState | None]:
         """(checkpoint, state) after committing (see the module docstring)."""
         if scope.session_id is None:
             return checkpoint, state
@@ -129,18 +127,24 @@ class ConstraintService:
         return dataclasses.replace(new, revision=revision)
 
     async def _commit_state(self, scope: Scope, tail: Sequence[SessionEvent],
-                            old: TaskCheckpoint | None, sources: Sequence[Source],
-                            now: datetime) -> TaskCheckpoint | None:
+                            stored: SessionState | None, sources: Sequence[Source],
+                            now: datetime) -> SessionState | None:
+        """Only the tail's events after the last committed one are read again."""
         sid = scope.session_id or ""
-        new = commit(tail, old, extractor=RuleExtractor(), session_id=sid,
+        old = stored.state if stored else None
+        through = stored.through_seq if stored else 0
+        fresh = [e for e in tail if e.seq > through]
+        new = commit(fresh, old, extractor=RuleExtractor(), session_id=sid,
                      user_id=scope.user_id, sources=sources, now=now)
         if _same(old, new) or not (new.constraints or old):
-            return old  # nothing that constrains: no state row for it
-        new = dataclasses.replace(new, session_id=sid)
+            return stored  # nothing new, or nothing that constrains: no row for it
+        made = SessionState(state=dataclasses.replace(new, session_id=sid),
+                            through_seq=max((e.seq for e in tail), default=through))
         revision = await self._states.put(tenant_id=scope.tenant_id, session_id=sid,
-                                          state=new,
+                                          state=made,
                                           expected_revision=old.revision if old else 0)
-        return dataclasses.replace(new, revision=revision, created_at=now)
+        return dataclasses.replace(made, state=dataclasses.replace(
+            made.state, revision=revision, created_at=now))
 
     async def read_back(self, *, scope: Scope, query: str, candidates: Sequence[Candidate],
                         state: TaskCheckpoint | None, compacted: bool, now: datetime,
