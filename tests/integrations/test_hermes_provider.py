@@ -57,11 +57,12 @@ def test_turn_events_in_order() -> None:
                    Message(role="assistant", content=ANSWER)]
     assert turn_events("q", "a", None) == [Message(role="user", content="q"),
                                            Message(role="assistant", content="a")]
-    odd = [{"role": "user", "content": [{"type": "text", "text": "q"}]},
-           {"role": "assistant", "content": None, "tool_calls": [
-               {"id": "c", "function": {"name": "f", "arguments": "not json"}},
-               {"function": {"name": "no id"}}]},
-           {"role": "tool", "content": [{"type": "text", "text": "r"}], "tool_call_id": "c"}]
+    odd: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "q"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "function": {"name": "f", "arguments": "not json"}},
+            {"function": {"name": "no id"}}]},
+        {"role": "tool", "content": [{"type": "text", "text": "r"}], "tool_call_id": "c"}]
     assert turn_events("q", "a", odd)[1:3] == [
         ToolCall(call_id="c", name="f", arguments="not json"), ToolResult(call_id="c", content="r")]
 
