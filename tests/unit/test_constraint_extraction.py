@@ -308,3 +308,26 @@ def test_a_ref_the_checkpoint_cites_is_not_a_secret() -> None:
     cited = "- 决定 [session://s-review-knowledge/events/2] [constraint:15cf21a2dd]"
     assert HIGH_ENTROPY(cited) == []
     assert HIGH_ENTROPY("session token: 8fA3kZ9qL2mN7xB4vC1wE6rT")
+
+
+def test_session_state_renders_like_a_checkpoint() -> None:
+    from app.core.session_state import session_state_candidates
+
+    state = commit(_contract_session(), None, extractor=RuleExtractor(), session_id="s",
+                   user_id="u")
+    core, detail = session_state_candidates(state, session_id="s/1", tenant_id="t",
+                                            count_tokens=len, now=NOW)
+    assert core.ref == "session://s%2F1/state/1#core" and core.never_compress
+    assert core.content.startswith("Session state (revision 1; the session has no task)")
+    assert CLAUSE_ZH in core.content and "EXPIRED" in core.content
+    assert not detail.never_compress and "[constraint:" in detail.content
+
+
+@pytest.mark.parametrize("doc_id", ["contract", "a/b c", "合同:7#2", ".."])
+def test_chunk_refs_parse_back(doc_id: str) -> None:
+    from app.adapters.postgres.chunk_refs import chunk_key
+    from app.core.refs import chunk_ref, event_ref
+
+    assert chunk_key(chunk_ref(doc_id, "2026-06 v1", 3)) == (doc_id, "2026-06 v1", 3)
+    assert chunk_key(event_ref("s", 1)) is None and chunk_key("kb://x") is None
+    assert readable(chunk_ref(doc_id, "v:1", 0))
