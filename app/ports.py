@@ -358,6 +358,7 @@ class MemoryQuery:
     embedding: Vector | None
     text: str
     k: int
+    purpose: str | None = None  # this purpose's memories and every purpose's; None: the latter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -651,6 +651,9 @@ class ContextRequest(TenantClaim):
         default=None, description="How far transcript search reaches; capped by the key.")
     workspace: WorkspaceIn | None = None
     agent_id: Id | None = Field(default=None, description="for canary cohorts of named agents")
+    purpose: PurposeName | None = Field(
+        default=None, description="recall memories written for this purpose and for every "
+                                  "purpose; omitted: purpose-less memories only")
     render: Literal["openai", "anthropic"] = Field(
         default="openai",
         description="The model API the envelope's system and messages are shaped for: openai "
@@ -694,7 +697,7 @@ class ContextRequest(TenantClaim):
                           reserve_output=self.budget.reserve_output),
             redaction_profile=self.redaction_profile,
             workspace=self.workspace.to_domain() if self.workspace else None,
-            agent_id=self.agent_id, render=Rendering(self.render))
+            agent_id=self.agent_id, render=Rendering(self.render), purpose=self.purpose)
 
 
 class SegmentOut(BaseModel):
@@ -804,6 +807,7 @@ class Problem(BaseModel):
 
 OriginName = Literal["user_stated", "verified_tool_result", "reviewed_doc", "model_inference",
                      "team_decision"]
+PurposeName = Literal["support", "analysis", "execution"]
 
 
 class MemoryScopeIn(Wire):
@@ -827,6 +831,12 @@ class MemoryIn(TenantClaim):
     ttl_days: int | None = Field(default=None, ge=1, le=3650)
     task_id: Id | None = None
     pinned: bool = Field(default=False, description="user_stated user preferences only")
+    purpose: PurposeName | None = Field(
+        default=None, description="what the memory is for; recall with a purpose sees it and "
+                                  "purpose-less memories only. Omitted: every purpose")
+    tenant_wide: bool = Field(
+        default=False, description="a team memory without a domain, served in every domain "
+                                   "(unmarked: only to turns without a domain)")
     embedding: Vector | None = Field(
         default=None, description="the statement embedded by the client's model (the "
                                   "server's dimension); the embedder is then not called")
@@ -841,6 +851,8 @@ class MemoryIn(TenantClaim):
             raise ValueError("give expires_at or ttl_days, not both")
         if self.pinned and (self.scope.level != "user" or self.origin != "user_stated"):
             raise ValueError("only user_stated user memories may be pinned")
+        if self.tenant_wide and (self.scope.level != "team" or self.scope.domain is not None):
+            raise ValueError("tenant_wide marks a team memory without a domain")
         return self
 
     def to_domain(self, now: datetime) -> MemoryWrite:
@@ -853,7 +865,8 @@ class MemoryIn(TenantClaim):
             domain=self.scope.domain, origin=self.origin, evidence_ref=self.evidence_ref,
             source_session=self.source_session, owner=self.owner, confidence=self.confidence,
             sensitivity=DataLevel.parse(self.sensitivity), key=self.key, expires_at=expires,
-            task_id=self.task_id, pinned=self.pinned)
+            task_id=self.task_id, pinned=self.pinned, purpose=self.purpose,
+            tenant_wide=self.tenant_wide)
 
 
 class MemoryOut(BaseModel):
@@ -875,6 +888,8 @@ class MemoryOut(BaseModel):
     observed_at: datetime
     confirmed_at: datetime
     expires_at: datetime | None
+    purpose: str | None = None
+    tenant_wide: bool = False
 
     @classmethod
     def of(cls, r: MemoryRecord) -> MemoryOut:
@@ -885,7 +900,8 @@ class MemoryOut(BaseModel):
             owner=r.owner, source_session=r.source_session, task_id=r.task_id,
             confidence=r.confidence, sensitivity=r.sensitivity.label, status=r.status.value,
             supersedes=r.supersedes, pinned=r.pinned, key=r.subject_key,
-            observed_at=r.observed_at, confirmed_at=r.confirmed_at, expires_at=r.expires_at)
+            observed_at=r.observed_at, confirmed_at=r.confirmed_at, expires_at=r.expires_at,
+            purpose=r.purpose, tenant_wide=r.tenant_wide)
 
 
 class MemoryDecisionOut(BaseModel):

@@ -184,6 +184,7 @@ class TurnRequest:
     workspace: Workspace | None = None
     agent_id: str | None = None
     render: Rendering = Rendering.OPENAI
+    purpose: str | None = None  # support | analysis | execution; None: purpose-less memory only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,6 +200,7 @@ class Scope:
     session_id: str | None
     task_id: str | None
     session_visibility: Visibility = Visibility.TREE
+    purpose: str | None = None  # recall sees memories of this purpose and of every purpose
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -554,6 +556,8 @@ class MemoryRecord:
     observed_at: datetime
     confirmed_at: datetime
     expires_at: datetime | None
+    purpose: str | None = None  # None: every purpose
+    tenant_wide: bool = False  # a team memory without a domain served in every domain
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -53,6 +53,7 @@ def resolve_scope(principal: Principal, request: TurnRequest) -> Scope:
         data_level=request.data_level,
         session_id=request.session_id,
         task_id=request.task_id,
+        purpose=request.purpose,
     )
 
 

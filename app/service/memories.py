@@ -151,7 +151,7 @@ class MemoryService:
         return MemoryQuery(tenant_id=scope.tenant_id, user_id=scope.user_id,
                            domain=scope.domain, task_id=scope.task_id,
                            max_level=scope.data_level, now=datetime.now(UTC),
-                           embedding=embedding, text=text, k=self._k)
+                           embedding=embedding, text=text, k=self._k, purpose=scope.purpose)
 
     async def recall(self, scope: Scope, text: str, embedding: Sequence[float] | None
                      ) -> list[MemoryHit]:

@@ -45,7 +45,9 @@ async def test_recall_pushdown(store: PgMemoryStore, tenant: str, other_tenant: 
     text = "refund redis"
     await put(store, tenant, "mine", w(f"{text} mine"))
     await put(store, tenant, "bob", w(f"{text} bob", user_id="bob"))
-    await put(store, tenant, "team_all", w(f"{text} team", scope_level="team", user_id=None))
+    await put(store, tenant, "team_all", w(f"{text} team", scope_level="team", user_id=None,
+                                           tenant_wide=True))
+    await put(store, tenant, "team_bare", w(f"{text} bare", scope_level="team", user_id=None))
     await put(store, tenant, "team_pay", w(f"{text} pay", scope_level="team", user_id=None,
                                            domain="payments"))
     await put(store, tenant, "team_hr", w(f"{text} hr", scope_level="team", user_id=None,
@@ -100,3 +102,36 @@ async def test_a_memory_row_keeps_its_embedding_inline(
     size, toast = await stored_row(pg_owner_url, "memories",
                                    "tenant_id = $1 AND memory_id = 'inline'", tenant)
     assert size > 2000 and toast is None
+
+
+async def test_team_memory_without_domain_stays_out_of_other_domains(
+        store: PgMemoryStore, tenant: str) -> None:
+    text = "deploy freeze"
+    await put(store, tenant, "bare", w(f"{text} bare", scope_level="team", user_id=None))
+    await put(store, tenant, "wide", w(f"{text} wide", scope_level="team", user_id=None,
+                                       tenant_wide=True))
+    await put(store, tenant, "pay", w(f"{text} pay", scope_level="team", user_id=None,
+                                      domain="payments"))
+    await put(store, tenant, "mine", w(f"{text} mine"))  # a user's own: every domain
+    q = MemoryQuery(tenant_id=tenant, user_id="alice", domain="payments", task_id=None,
+                    max_level=DataLevel.INTERNAL, now=NOW, embedding=None, text=text, k=50)
+    assert {h.record.memory_id for h in await store.recall(query=q)} == {"wide", "pay", "mine"}
+    hr = await store.recall(query=dataclasses.replace(q, domain="hr"))
+    assert {h.record.memory_id for h in hr} == {"wide", "mine"}
+    none = await store.recall(query=dataclasses.replace(q, domain=None))
+    assert {h.record.memory_id for h in none} == {"bare", "wide", "mine"}
+    wide = await store.get(tenant_id=tenant, memory_id="wide")
+    assert wide is not None and wide.tenant_wide
+
+
+async def test_recall_honours_purpose(store: PgMemoryStore, tenant: str) -> None:
+    text = "refund escalation"
+    await put(store, tenant, "any", w(f"{text} any"))
+    for purpose in ("support", "analysis", "execution"):
+        await put(store, tenant, purpose, w(f"{text} {purpose}", purpose=purpose))
+    q = MemoryQuery(tenant_id=tenant, user_id="alice", domain=None, task_id=None,
+                    max_level=DataLevel.INTERNAL, now=NOW, embedding=unit(1), text=text, k=50)
+    for purpose in ("support", "analysis", "execution"):
+        hits = await store.recall(query=dataclasses.replace(q, purpose=purpose))
+        assert {h.record.memory_id for h in hits} == {"any", purpose}
+    assert {h.record.memory_id for h in await store.recall(query=q)} == {"any"}

@@ -12,7 +12,9 @@ history rows of a transaction are written in one statement at its end (nothing i
 them): a batch of 100 writes is ~200 round trips instead of ~300.
 
 Recall pushes the permission down (``VISIBLE``): tenant; user memories only of the turn's
-user, team memories of any user; domain NULL or the turn's domain; status ``active``, or
+user (domain NULL or the turn's), team memories of the turn's domain, or without a domain
+when marked ``tenant_wide`` or when the turn has no domain either; purpose NULL (every
+purpose) or the turn's own (a turn without a purpose sees NULL only); status ``active``, or
 ``hypothesis`` of the turn's task; not expired at ``query.now``; sensitivity at or below the
 level. Vector recall is an exact scan (a user's and a team's memories are few); full-text uses
 the same normalized ``search_text`` as knowledge (``app.core.fts``).
@@ -35,14 +37,16 @@ RANKERS = ("memory_vector", "memory_fts")
 _COLS = """m.tenant_id, m.memory_id, m.version, m.statement, m.origin, m.evidence_ref,
     m.scope_level, m.user_id, m.domain, m.owner, m.source_session, m.task_id, m.confidence,
     m.sensitivity, m.status, m.supersedes, m.pinned, m.subject_key, m.observed_at,
-    m.confirmed_at, m.expires_at"""
+    m.confirmed_at, m.expires_at, m.purpose, m.tenant_wide"""
 _RET = _COLS.replace("m.", "")
 SAME_SCOPE = """m.tenant_id = :tenant_id AND m.scope_level = :level
     AND m.user_id IS NOT DISTINCT FROM CAST(:user_id AS text)
     AND m.domain IS NOT DISTINCT FROM CAST(:domain AS text)"""
 VISIBLE = """m.tenant_id = :tenant_id
     AND ((m.scope_level = 'user' AND m.user_id = :user_id) OR m.scope_level = 'team')
-    AND (m.domain IS NULL OR m.domain = CAST(:domain AS text))
+    AND (m.domain = CAST(:domain AS text) OR (m.domain IS NULL AND (m.scope_level = 'user'
+        OR m.tenant_wide OR CAST(:domain AS text) IS NULL)))
+    AND (m.purpose IS NULL OR m.purpose = CAST(:purpose AS text))
     AND (m.status = 'active' OR (m.status = 'hypothesis' AND m.task_id = CAST(:task_id AS text)))
     AND (m.expires_at IS NULL OR m.expires_at > :now)
     AND m.sensitivity <= :max_level"""
@@ -64,10 +68,11 @@ LIMIT :limit""",  # noqa: S608 - constant fragments, values are bound
 INSERT INTO memories (tenant_id, memory_id, statement, norm_sha256, subject_key, origin,
     evidence_ref, scope_level, user_id, domain, owner, source_session, task_id, confidence,
     sensitivity, status, supersedes, pinned, observed_at, confirmed_at, expires_at, embedding,
-    search_text)
+    search_text, purpose, tenant_wide)
 VALUES (:tenant_id, :memory_id, :statement, :norm, :key, :origin, :evidence_ref, :level,
     :user_id, :domain, :owner, :source_session, :task_id, :confidence, :sensitivity, :status,
-    :supersedes, :pinned, :now, :now, :expires_at, CAST(:embedding AS vector), :search_text)
+    :supersedes, :pinned, :now, :now, :expires_at, CAST(:embedding AS vector), :search_text,
+    :purpose, :tenant_wide)
 RETURNING {_RET}""",  # noqa: S608 - constant fragments, values are bound
     "confirm": f"""
 UPDATE memories SET confirmed_at = :now, version = version + 1, updated_at = :now
@@ -125,14 +130,16 @@ def record(row: Row) -> MemoryRecord:
         confidence=float(row.confidence), sensitivity=DataLevel(row.sensitivity),
         status=MemoryStatus(row.status), supersedes=row.supersedes, pinned=row.pinned,
         subject_key=row.subject_key, observed_at=row.observed_at,
-        confirmed_at=row.confirmed_at, expires_at=row.expires_at)
+        confirmed_at=row.confirmed_at, expires_at=row.expires_at, purpose=row.purpose,
+        tenant_wide=row.tenant_wide)
 
 
 def snapshot(r: MemoryRecord) -> dict[str, Any]:
     return {"statement": r.statement, "origin": r.origin, "evidence_ref": r.evidence_ref,
             "status": r.status.value, "supersedes": r.supersedes, "confidence": r.confidence,
             "sensitivity": r.sensitivity.label, "key": r.subject_key,
-            "confirmed_at": r.confirmed_at.isoformat(),
+            "confirmed_at": r.confirmed_at.isoformat(), "purpose": r.purpose,
+            "tenant_wide": r.tenant_wide,
             "expires_at": r.expires_at.isoformat() if r.expires_at else None}
 
 
@@ -153,12 +160,14 @@ def _insert_params(tenant_id: str, p: MemoryProbe, d: GateDecision) -> dict[str,
             "status": d.status.value, "supersedes": supersedes, "pinned": w.pinned,
             "now": p.now, "expires_at": w.expires_at,
             "embedding": list(p.embedding) if p.embedding is not None else None,
-            "search_text": fts.normalize(w.statement)}
+            "search_text": fts.normalize(w.statement), "purpose": w.purpose,
+            "tenant_wide": w.tenant_wide}
 
 
 def _recall_params(q: MemoryQuery) -> dict[str, Any]:
     return {"tenant_id": q.tenant_id, "user_id": q.user_id, "domain": q.domain,
-            "task_id": q.task_id, "now": q.now, "max_level": int(q.max_level), "k": q.k}
+            "task_id": q.task_id, "purpose": q.purpose, "now": q.now,
+            "max_level": int(q.max_level), "k": q.k}
 
 
 class _History:
