@@ -143,9 +143,11 @@ class CtxgateMemory:
             timeout=httpx.Timeout(config.hook_timeout_s), retry=RetryPolicy(max_attempts=1),
             transport=self._transport)
 
-    def on_session_switch(self, new_session_id: str, **kwargs: Any) -> None:
+    def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "",
+                          reset: bool = False, rewound: bool = False, **kwargs: Any) -> None:
         """``/new``, ``/resume``, ``/branch`` and compression move the turns to another
-        session id; the next writes and reads follow it."""
+        session id; the next writes and reads follow it. Nothing else is cached per session,
+        so a reset or a rewind needs no more."""
         self._session_id = new_session_id
 
     def system_prompt_block(self) -> str:
