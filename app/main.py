@@ -142,7 +142,8 @@ class Container:
                              ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
                              detectors=fingerprint()),
             tail_len=settings.session_tail_len, count_tokens=count, scan=scan)
-        task_svc = TaskService(PgTaskStore(db))
+        task_svc = TaskService(PgTaskStore(db),
+                               retention_days=settings.task_checkpoint_retention_days)
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,
                                    revoked_policy=settings.bundle_revoked_policy)

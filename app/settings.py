@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     memory_k: int = 5  # recalled memories per ranker
     memory_revalidate_days: int = 90  # a fact not confirmed since is down-ranked, flagged
     memory_default_ttl_days: int = 90  # expiry of evidence-backed facts written without one
+    task_checkpoint_retention_days: int = Field(default=30, ge=1)  # older: not served
     relevance_floor: float = 0.0
     reference_threshold_tokens: int = 512
     excerpt_tokens: int = 96

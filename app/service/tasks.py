@@ -3,11 +3,18 @@
 Each checkpoint carries the task's admission — the widest scope it may ever be assembled
 with: the writing key's caps, narrowed by the task's own first admission and by its parent
 task's. So a sub-task reads only what its parent was allowed, and a task never widens.
+
+Retention: a checkpoint revision is served for ``retention_days`` after it was written
+(settings ``task_checkpoint_retention_days``, the seeds' 30 days); an older one reads as
+absent, for ``get`` and for a turn. Rows are not deleted here (a purge job may come later);
+writing a new revision serves the task again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from app.core.errors import NotFound
 from app.core.model import Admission, Principal, TaskCheckpoint
@@ -15,8 +22,16 @@ from app.ports import TaskStore
 
 
 class TaskService:
-    def __init__(self, store: TaskStore) -> None:
+    def __init__(self, store: TaskStore, *, retention_days: int = 30,
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._store = store
+        self._retention = timedelta(days=retention_days)
+        self._now = now
+
+    def _live(self, found: TaskCheckpoint | None) -> TaskCheckpoint | None:
+        if found is None or found.created_at is None:
+            return found
+        return found if found.created_at + self._retention > self._now() else None
 
     async def put(
         self, *, principal: Principal, checkpoint: TaskCheckpoint,
@@ -40,15 +55,17 @@ class TaskService:
     async def get(
         self, *, tenant_id: str, task_id: str, user_id: str | None, revision: int | None = None
     ) -> TaskCheckpoint:
-        found = await self._store.get(tenant_id=tenant_id, task_id=task_id, revision=revision)
+        found = self._live(await self._store.get(tenant_id=tenant_id, task_id=task_id,
+                                                 revision=revision))
         if found is None or (user_id is not None and found.user_id != user_id):
             raise NotFound(f"no task {task_id!r}" + (f" revision {revision}" if revision else ""))
         return found
 
     async def for_turn(self, *, tenant_id: str, task_id: str, user_id: str
                        ) -> TaskCheckpoint | None:
-        """The latest checkpoint of a task for a turn; a task with none yet is normal."""
-        found = await self._store.get(tenant_id=tenant_id, task_id=task_id)
+        """The latest checkpoint of a task for a turn; a task with none yet (or none within
+        the retention) is normal."""
+        found = self._live(await self._store.get(tenant_id=tenant_id, task_id=task_id))
         if found is not None and found.user_id != user_id:
             raise NotFound(f"no task {task_id!r}")
         return found
