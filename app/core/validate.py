@@ -9,7 +9,9 @@ and retry. A text is present when it appears verbatim in some segment's content.
     validate.constraints_verbatim       every constraint's text, word for word ("only before
                                         2026-06-30, channel customers excepted" paraphrased is
                                         a different constraint)
-    validate.key_evidence_present       every verified evidence item
+    validate.key_evidence_present       every verified evidence item, and every accepted
+                                        decision that cites a constraint (``[constraint:<id>]``:
+                                        the conclusion must carry its qualifier into the turn)
 
 Goal, approvals and constraints are *required*: the pipeline pins them even if that means
 ``BudgetTooSmall``. Evidence is *soft*: pinned when it fits, reported when it does not.
@@ -68,7 +70,9 @@ def validate(envelope: Envelope, *, checkpoint: TaskCheckpoint | None) -> Valida
     approvals, m_appr = _check(CHECK_TYPES[1], checkpoint.pending_approvals, contents)
     constraints, m_cons = _check(CHECK_TYPES[2], [c.text for c in checkpoint.constraints],
                                  contents)
-    evidence, m_evid = _check(CHECK_TYPES[3], checkpoint.verified_evidence, contents)
+    cited = [d for d in checkpoint.accepted_decisions if "[constraint:" in d]
+    evidence, m_evid = _check(CHECK_TYPES[3], [*checkpoint.verified_evidence, *cited],
+                              contents)
     return ValidationResult(
         checks=(goal, approvals, constraints, evidence),
         missing_required=(*m_goal, *m_appr, *m_cons),

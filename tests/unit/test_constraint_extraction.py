@@ -331,3 +331,18 @@ def test_chunk_refs_parse_back(doc_id: str) -> None:
     assert chunk_key(chunk_ref(doc_id, "2026-06 v1", 3)) == (doc_id, "2026-06 v1", 3)
     assert chunk_key(event_ref("s", 1)) is None and chunk_key("kb://x") is None
     assert readable(chunk_ref(doc_id, "v:1", 0))
+
+
+def test_turn_validation_wants_the_conclusion_that_cites_a_constraint() -> None:
+    from app.core.compile import compile_envelope
+    from app.core.validate import validate
+    from tests.unit.builders import cand, checkpoint, count
+
+    decision = "We decided: channel customers never get the discount [constraint:abc123]"
+    cp = checkpoint(accepted_decisions=(decision, "We decided to use the blue theme"))
+    base = [cand("task://a", f"{cp.goal}\n{cp.constraints[0].text}\n{cp.pending_approvals[0]}"),
+            cand("task://b", cp.verified_evidence[0])]
+    without = validate(compile_envelope(base, count_tokens=count), checkpoint=cp)
+    assert not without.ok and without.missing_soft == (decision,)
+    with_it = [*base, cand("task://c", decision)]
+    assert validate(compile_envelope(with_it, count_tokens=count), checkpoint=cp).ok
