@@ -32,6 +32,7 @@ from app.adapters.postgres.memories import PgMemoryStore
 from app.adapters.postgres.session_state import PgSessionStateStore
 from app.adapters.postgres.sessions import PgSessionArchive
 from app.adapters.postgres.tasks import PgTaskStore
+from app.adapters.postgres.vector_schema import check_embedding_dim
 from app.adapters.redis.client import open_redis
 from app.adapters.redis.client import ping as redis_ping
 from app.adapters.redis.erasure import RedisEraser
@@ -126,6 +127,12 @@ class Container:
         db = await Database.open(settings.database_url, role=settings.app_db_role,
                                  password=password, pool_size=settings.db_pool_size,
                                  read_lanes=settings.db_read_lanes)
+        embedder = make_embedder(settings)
+        try:  # a schema of another dimension: refuse to start, not fail every write
+            await check_embedding_dim(db, embedder.dim)
+        except BaseException:
+            await db.close()
+            raise
         redis = open_redis(settings.redis_url)
         count = TiktokenCounter(settings.tokenizer)
         # One scan decides which detectors a text needs; one cache entry per text. Session
@@ -133,7 +140,6 @@ class Container:
         # and pass the cache by.
         scanner, findings = Prefiltered(ALL_DETECTORS), FindingsCache()
         (scan,) = cached((scanner,), findings)
-        embedder = make_embedder(settings)
         metrics = Metrics()
         session_svc = SessionService(
             PgSessionArchive(db),
