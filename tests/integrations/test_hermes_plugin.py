@@ -3,9 +3,19 @@ loader finds it in ``$HERMES_HOME/plugins``, the instance is a ``MemoryProvider`
 real base class with its method signatures, and Hermes's ``MemoryManager`` drives a turn
 through it against the live server (prefetch before, sync after).
 
-Runs only when ``CTXGATE_HERMES_SRC`` names an unpacked hermes-agent release: it is not a
-dependency (0.19.0 pins pydantic 2.13.4 and httpx 0.28.1, older than this venv's), so Hermes
-runs from source in a child interpreter, e.g.::
+Opt-in: hermes-agent is not a dependency (0.19.0 pins pydantic 2.13.4 and httpx 0.28.1,
+older than this venv's), so Hermes runs in a child interpreter, either
+
+- ``CTXGATE_HERMES_PYTHON``: the Python of a venv where hermes-agent is installed and ctxgate
+  installed as docs/integrations.md says (``pip install --no-deps``), exactly a user's
+  setup::
+
+    python -m venv /tmp/h/venv && /tmp/h/venv/bin/pip install hermes-agent==0.19.0 && \\
+      /tmp/h/venv/bin/pip install --no-deps .
+    CTXGATE_HERMES_PYTHON=/tmp/h/venv/bin/python python -m pytest \\
+      tests/integrations/test_hermes_plugin.py
+
+- or ``CTXGATE_HERMES_SRC``: an unpacked release, put first on this venv's ``sys.path``::
 
     pip download hermes-agent==0.19.0 --no-deps -d /tmp/h && \\
       python -m zipfile -e /tmp/h/hermes_agent-0.19.0-py3-none-any.whl /tmp/h/src
@@ -38,7 +48,8 @@ PLUGIN_DESCRIPTION = ("ctxgate: guarded context (knowledge, task state, memories
 # agent/turn_context.py, agent/turn_finalizer.py), printed as one JSON line.
 DRIVER = """
 import inspect, json, os, sys
-sys.path.insert(0, os.environ["CTXGATE_HERMES_SRC"])
+if os.environ.get("CTXGATE_HERMES_SRC"):
+    sys.path.insert(0, os.environ["CTXGATE_HERMES_SRC"])
 from agent.memory_provider import MemoryProvider
 from agent.memory_manager import MemoryManager, build_memory_context_block
 from plugins.memory import discover_memory_providers, load_memory_provider
@@ -76,14 +87,18 @@ print(json.dumps({
 
 
 @pytest.fixture(scope="module")
-def hermes_src() -> str:
-    src = os.environ.get("CTXGATE_HERMES_SRC")
-    if not src:
-        pytest.skip("CTXGATE_HERMES_SRC is not set (see the module docstring)")
-    return src
+def hermes() -> tuple[str, dict[str, str]]:
+    """The interpreter to run Hermes with, and what it needs in its environment."""
+    python, src = os.environ.get("CTXGATE_HERMES_PYTHON"), os.environ.get("CTXGATE_HERMES_SRC")
+    if python:
+        return python, {}
+    if src:
+        return PYTHON, {"CTXGATE_HERMES_SRC": src}
+    pytest.skip("neither CTXGATE_HERMES_PYTHON nor CTXGATE_HERMES_SRC is set (module docstring)")
 
 
-async def test_hermes_loads_and_drives_the_plugin(world: World, hermes_src: str,
+async def test_hermes_loads_and_drives_the_plugin(world: World,
+                                                  hermes: tuple[str, dict[str, str]],
                                                   tmp_path: Path) -> None:
     home = tmp_path / "hermes-home"
     shutil.copytree(PLUGIN, home / "plugins" / "ctxgate")
@@ -91,9 +106,11 @@ async def test_hermes_loads_and_drives_the_plugin(world: World, hermes_src: str,
     session = f"hermes-{uuid.uuid4()}"
     turn = {"user": QUERY, "assistant": ANSWER, "messages": MESSAGES}
     done = await asyncio.to_thread(
-        subprocess.run, [PYTHON, "-c", DRIVER], capture_output=True, text=True, timeout=120,
-        env=world.env(world.a, CTXGATE_HERMES_SRC=hermes_src, HERMES_HOME=str(home),
-                      SID=session, QUERY=QUERY, TURN=json.dumps(turn)))
+        # cwd outside the checkout: the installed ctxgate is the one Hermes imports
+        subprocess.run, [hermes[0], "-c", DRIVER], capture_output=True, text=True,
+        timeout=120, cwd=tmp_path,
+        env=world.env(world.a, **hermes[1], HERMES_HOME=str(home), SID=session, QUERY=QUERY,
+                      TURN=json.dumps(turn)))
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["is_provider"] and out["abstract"] == [] and out["name"] == "ctxgate"
