@@ -283,3 +283,23 @@ async def test_writes_with_the_clients_own_embeddings(connect: Connect,
     turn = await ctx.assemble_context(user_id="alice", query="retry cap?", budget=3000,
                                       query_embedding=unit)
     assert "RetryConfig" in str(turn.envelope.messages)
+
+
+async def test_memory_purpose_and_tenant_wide(connect: Connect, keys: dict[str, str]) -> None:
+    ctx = connect(keys["runtime"])
+    support = await ctx.propose_memory(
+        statement="Refund callbacks go out within the hour",
+        scope={"level": "user", "user_id": "alice"}, origin="user_stated",
+        source_session="s1", owner="alice", purpose="support")
+    assert support.memory is not None and support.memory.purpose == "support"
+    wide = await ctx.propose_memory(
+        statement="Incidents are reviewed every Monday", scope={"level": "team"},
+        origin="team_decision", evidence_ref="wiki://incidents", source_session="s1",
+        owner="alice", tenant_wide=True)
+    assert wide.memory is not None and wide.memory.tenant_wide
+    query = "when do refund callbacks go out?"
+    refs = [s["ref"] for s in (await ctx.assemble_context(
+        user_id="alice", query=query, budget=3000, purpose="support")).manifest.segments]
+    assert any(support.memory.memory_id in ref for ref in refs)
+    plain = await ctx.assemble_context(user_id="alice", query=query, budget=3000)
+    assert not any(support.memory.memory_id in s["ref"] for s in plain.manifest.segments)

@@ -66,6 +66,7 @@ from ctxgate_client.models import (
     MemoryList,
     MemoryScope,
     Origin,
+    Purpose,
     Readiness,
     Render,
     Role,
@@ -143,6 +144,7 @@ class AsyncCtxgateClient:
         session_visibility: Visibility | None = None,
         workspace: Workspace | Mapping[str, Any] | None = None, agent_id: str | None = None,
         parent_session_id: str | None = None, tenant_id: str | None = None,
+        purpose: Purpose | None = None,
     ) -> ContextResponse:
         """POST /v1/context: assemble one turn. ``budget`` is a ``Budget`` or its
         ``max_tokens``. ``append_events`` are appended to ``session_id`` first, in the same
@@ -161,7 +163,7 @@ class AsyncCtxgateClient:
                 redaction_profile=redaction_profile, session_visibility=session_visibility,
                 workspace=workspace, agent_id=agent_id, render=render,
                 append_events=wire_events(append_events) if append_events is not None else None,
-                parent_session_id=parent_session_id)))
+                parent_session_id=parent_session_id, purpose=purpose)))
 
     # --- sessions ---------------------------------------------------------------------------
 
@@ -315,15 +317,19 @@ class AsyncCtxgateClient:
         key: str | None = None, expires_at: datetime | None = None,
         ttl_days: int | None = None, task_id: str | None = None, pinned: bool | None = None,
         embedding: Sequence[float] | None = None, tenant_id: str | None = None,
+        purpose: Purpose | None = None, tenant_wide: bool | None = None,
     ) -> MemoryDecision:
         """POST /v1/memories: propose one memory to the write gate (``embedding``: the
-        statement embedded by your model; the server's embedder is then not called). A
+        statement embedded by your model; the server's embedder is then not called;
+        ``purpose``: recalled only by turns of that purpose, omitted: by every turn;
+        ``tenant_wide``: a team memory without a domain served in every domain). A
         refusal is an answer (``decision="rejected"``), not an error. Sent once."""
         item = MemoryIn.model_validate(body(
             statement=statement, scope=scope, origin=origin, source_session=source_session,
             owner=owner, evidence_ref=evidence_ref, confidence=confidence,
             sensitivity=sensitivity, key=key, expires_at=expires_at, ttl_days=ttl_days,
-            task_id=task_id, pinned=pinned, embedding=embedding, tenant_id=tenant_id))
+            task_id=task_id, pinned=pinned, embedding=embedding, tenant_id=tenant_id,
+            purpose=purpose, tenant_wide=tenant_wide))
         return await self._send(Call(
             method="POST", path="/v1/memories", read=model(MemoryDecision), body=item.wire()))
 

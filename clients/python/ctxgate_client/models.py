@@ -20,6 +20,7 @@ Role = Literal["runtime", "ops", "admin"]
 Origin = Literal["user_stated", "verified_tool_result", "reviewed_doc", "model_inference",
                  "team_decision"]
 Trust = Literal["reviewed", "evidence", "untrusted"]
+Purpose = Literal["support", "analysis", "execution"]
 SessionType = Literal["main", "subagent", "group", "cron"]
 RuntimeName = Literal["codex", "claude-code", "hermes", "openclaw"]
 
@@ -358,6 +359,8 @@ class MemoryIn(In):
     ttl_days: int | None = None
     task_id: str | None = None
     pinned: bool | None = None
+    purpose: Purpose | None = None  # omitted: every purpose
+    tenant_wide: bool | None = None  # a team memory without a domain, in every domain
     embedding: list[float] | None = None
     tenant_id: str | None = None
 
@@ -381,6 +384,8 @@ class Memory(Out):
     observed_at: datetime | None = None
     confirmed_at: datetime | None = None
     expires_at: datetime | None = None
+    purpose: str | None = None
+    tenant_wide: bool = False
 
 
 class MemoryDetail(Memory):
