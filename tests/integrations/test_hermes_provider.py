@@ -10,14 +10,18 @@ import asyncio
 import socket
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from ctxgate_client import AsyncCtxgateClient, Message, NotFoundError, ToolCall, ToolResult
 from ctxgate_client.models import EventRecord
 
-from app.integrations.hermes_provider import CtxgateMemory, turn_events
+from app.integrations.hermes_provider import NAME, CtxgateMemory, turn_events
 from tests.integrations.conftest import CONSTRAINT, FACT, GOAL, World
+from tests.unit.test_integrations_doc import DOC, ENV, blocks, parse
+
+PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "hermes" / "ctxgate"
 
 QUERY = "why does the refund call time out?"
 ANSWER = "It times out after 30 seconds; retry with the idempotency key."
@@ -132,3 +136,16 @@ async def test_refusal_is_empty(world: World) -> None:
     p = provider(world, f"hermes-{uuid.uuid4()}", CTXGATE_API_KEY="ck_not_a_key")
     assert await asyncio.to_thread(p.prefetch, QUERY) == ""
     p.shutdown()
+
+
+def test_docs_setup_names_this_plugin_with_the_documented_env() -> None:
+    """docs/integrations.md's Hermes memory setup: the provider Hermes is told to load is
+    the plugin directory copied, under the provider's name, and its .env sets exactly the
+    variables of `ctxgate mcp`, which make the provider available."""
+    assert parse("hermes-memory") == {"memory": {"provider": NAME}}
+    assert PLUGIN.name == NAME and (PLUGIN / "__init__.py").is_file()
+    text = DOC.read_text(encoding="utf-8")
+    assert f"cp -r {PLUGIN.relative_to(DOC.parents[1]).as_posix()} ~/.hermes/plugins/" in text
+    env = dict(line.split("=", 1) for line in blocks()["hermes-env"][1].splitlines())
+    assert set(env) == ENV
+    assert CtxgateMemory(env).is_available()
