@@ -21,7 +21,9 @@ through the HTTP API with the configuration of ``ctxgate mcp`` (``app.integratio
 Never blocks Hermes: a missing variable makes the provider unavailable (``is_available``,
 no network), and any failure of a call is logged and answered with ``""`` / nothing. Every
 call is sent once (no retries) with ``CTXGATE_HOOK_TIMEOUT_S`` (default 5 s, under Hermes's
-8 s) as its timeout. The Hermes plugin that loads this class is
+8 s) as its connect and read timeouts. ``prefetch`` asks at the turn rather than through
+``queue_prefetch`` (which Hermes calls after a turn with that turn's query): the context is
+assembled for the query about to be answered. The Hermes plugin that loads this class is
 ``integrations/hermes/ctxgate/`` (it adds Hermes's ``MemoryProvider`` base class); this
 module imports nothing of Hermes, so it is typed and tested on its own.
 """
