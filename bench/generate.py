@@ -225,11 +225,11 @@ def generate(seed: int, scale: Scale, prefix: str, *, progress: bool = True) -> 
             trust = rng.choice(("reviewed", "curated", "evidence"))
             observed = EPOCH - timedelta(days=rng.randint(0, 300))
             expires = None if rng.random() < 0.9 else EPOCH + timedelta(days=3650)
-            ds.docs.append((tenant, doc_id, 1, f"runbook {doc_id}", domain, level, trust,
+            ds.docs.append((tenant, doc_id, "1", 1, f"runbook {doc_id}", domain, level, trust,
                             acl_all, users, groups, observed, expires, "bench", True))
             for c in range(n):
                 text = runbook_text(rng, rng.randint(40, 80))
-                ds.chunks.append((tenant, doc_id, 1, c, text, count(text), row,
+                ds.chunks.append((tenant, doc_id, "1", c, text, count(text), row,
                                   fts.normalize(text), domain, level, trust, acl_all, users,
                                   groups, observed, expires, True, tokenizer,
                                   orjson.dumps(tagged_findings(scan(text), fp)).decode()))

@@ -38,8 +38,8 @@ HNSW_INDEX = "knowledge_chunks_embedding"
 HNSW_FALLBACK = (  # the migration's definition, if a crashed run left the index dropped
     "CREATE INDEX knowledge_chunks_embedding ON public.knowledge_chunks USING hnsw "
     "(embedding vector_cosine_ops) WITH (m='16', ef_construction='96') WHERE is_current")
-DOC_COLS = ("tenant_id", "doc_id", "version", "title", "domain", "sensitivity", "trust",
-            "acl_all", "acl_users", "acl_groups", "observed_at", "expires_at", "source",
+DOC_COLS = ("tenant_id", "doc_id", "version", "revision", "title", "domain", "sensitivity",
+            "trust", "acl_all", "acl_users", "acl_groups", "observed_at", "expires_at", "source",
             "is_current")
 CHUNK_COLS = ("tenant_id", "doc_id", "version", "chunk_no", "text", "tokens", "embedding",
               "search_text", "domain", "sensitivity", "trust", "acl_all", "acl_users",
