@@ -24,7 +24,7 @@ call is sent once (no retries) with ``CTXGATE_HOOK_TIMEOUT_S`` (default 5 s, und
 8 s) as its connect and read timeouts. ``prefetch`` asks at the turn rather than through
 ``queue_prefetch`` (which Hermes calls after a turn with that turn's query): the context is
 assembled for the query about to be answered. The Hermes plugin that loads this class is
-``integrations/hermes/ctxgate/`` (it adds Hermes's ``MemoryProvider`` base class); this
+``clients/hermes-plugin/ctxgate/`` (it adds Hermes's ``MemoryProvider`` base class); this
 module imports nothing of Hermes, so it is typed and tested on its own.
 """
 

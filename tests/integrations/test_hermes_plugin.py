@@ -1,4 +1,4 @@
-"""The Hermes plugin (integrations/hermes/ctxgate) inside Hermes itself: hermes-agent's own
+"""The Hermes plugin (clients/hermes-plugin/ctxgate) inside Hermes itself: hermes-agent's own
 loader finds it in ``$HERMES_HOME/plugins``, the instance is a ``MemoryProvider`` of Hermes's
 real base class with its method signatures, and Hermes's ``MemoryManager`` drives a turn
 through it against the live server (prefetch before, sync after).
@@ -39,7 +39,7 @@ from ctxgate_client import AsyncCtxgateClient
 from tests.integrations.conftest import FACT, GOAL, PYTHON, World
 from tests.integrations.test_hermes_provider import ANSWER, GREP_OUT, MESSAGES, QUERY
 
-PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "hermes" / "ctxgate"
+PLUGIN = Path(__file__).resolve().parents[2] / "clients" / "hermes-plugin" / "ctxgate"
 PLUGIN_DESCRIPTION = ("ctxgate: guarded context (knowledge, task state, memories) before each "
                       "turn; the turn's messages and tool events into the ctxgate session "
                       "after it")  # its plugin.yaml, as `hermes memory` lists it

@@ -21,7 +21,7 @@ from app.integrations.hermes_provider import NAME, CtxgateMemory, turn_events
 from tests.integrations.conftest import CONSTRAINT, FACT, GOAL, World
 from tests.unit.test_integrations_doc import DOC, ENV, blocks, parse
 
-PLUGIN = Path(__file__).resolve().parents[2] / "integrations" / "hermes" / "ctxgate"
+PLUGIN = Path(__file__).resolve().parents[2] / "clients" / "hermes-plugin" / "ctxgate"
 
 QUERY = "why does the refund call time out?"
 ANSWER = "It times out after 30 seconds; retry with the idempotency key."
