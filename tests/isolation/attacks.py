@@ -357,7 +357,10 @@ def build_cases(p: Plant) -> list[Case]:
         add(turn(f"context/groups/{label}", groups=[GROUP, bad], expect=(422,)))
     for field_name, status in (("session_id", 200), ("task_id", 200), ("turn_id", 200),
                                ("domain", 200), ("redaction_profile", 422)):
-        odd(f"context/{field_name}", lambda v, f=field_name: turn("", **{f: v}), (status,))
+        def one_field(v: str, f: str = field_name) -> Case:
+            patch: dict[str, Any] = {f: v}
+            return turn("", **patch)
+        odd(f"context/{field_name}", one_field, (status,))
     odd("context/user_id", lambda v: turn("", user=v), (200,))
     odd("context/groups", lambda v: turn("", groups=[GROUP, v]), (200,))
     add(turn("context/groups-oversized-list", groups=[f"g{i}" for i in range(5000)],
