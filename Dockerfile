@@ -13,10 +13,16 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /srv/ctxgate
-# Dependencies first, against a stub package, so code edits do not reinstall them.
+# Dependencies first, pinned and hash-checked from the lock (requirements.lock is uv.lock
+# exported; tests/integration/test_lockfile.py keeps them equal), so code edits do not
+# reinstall them and the image holds exactly what CI tested.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 COPY pyproject.toml ./
-RUN mkdir app && touch app/__init__.py && pip install -e . && rm -r app
+COPY clients/python/ ./clients/python/
 COPY app/ ./app/
+COPY bench/ ./bench/
+RUN pip install --no-deps -e .
 COPY alembic/ ./alembic/
 COPY alembic.ini ./
 # Seed the tokenizer vocabularies now, so the runtime needs neither network nor a writable cache.

@@ -3,7 +3,7 @@
 The section holds two shell blocks: the first terminal's (install, ``ctxgate demo``, ``ctxgate
 serve``) and the second terminal's (activate, make a key, one ``curl`` turn). They run here
 verbatim in a fresh directory with no store URLs set, with one substitution said out loud: the
-first block's ``python3 -m venv .venv && . .venv/bin/activate && pip install -e . &&`` prefix is
+first block's install prefix (venv, the locked requirements, the project itself) is
 checked and replaced by this test's own venv (a ``.venv/bin/activate`` that puts it on PATH),
 since reinstalling the project from the network is not what is under test. The turn must then
 show the demo's knowledge, task state and bundle, and Ctrl-C (SIGINT) must leave no store
@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTALL_PREFIX = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && "
+INSTALL_PREFIX = ("python3 -m venv .venv && . .venv/bin/activate "
+                  "&& pip install -r requirements.lock && pip install --no-deps -e . && ")
 PORT = 8080  # the README's curl names it
 
 
