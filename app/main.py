@@ -52,6 +52,7 @@ from app.core.guards.safety import Detector
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
 from app.core.redaction import profiles_from_json
+from app.core.retrieval import RetrievalDefaults
 from app.integrations.mcp_server import PATH as MCP_PATH
 from app.integrations.mcp_server import McpEndpoint
 from app.observability import Metrics, make_tracer
@@ -75,9 +76,9 @@ def pipeline_config(settings: Settings, detectors: Sequence[Detector]) -> Pipeli
     return PipelineConfig(
         shares={Section.STABLE: shares.stable, Section.SESSION: shares.session,
                 Section.DYNAMIC: shares.dynamic},
-        limits={Layer.KNOWLEDGE: settings.knowledge_k, Layer.SESSION: 4, Layer.TEAM: 5,
-                Layer.USER: 5},
-        floor=settings.relevance_floor,
+        limits={Layer.KNOWLEDGE: settings.knowledge_k, Layer.SESSION: settings.session_k,
+                Layer.TEAM: settings.memory_k, Layer.USER: settings.memory_k},
+        floor=settings.relevance_floor, similarity_baseline=settings.similarity_baseline,
         threshold_tokens=settings.reference_threshold_tokens,
         excerpt_tokens=settings.excerpt_tokens,
         detectors=tuple(detectors),
@@ -184,7 +185,11 @@ class Container:
             replay=RedisReplayCache(redis, prefix=settings.redis_prefix,
                                     ttl_s=settings.replay_ttl_s),
             embedder=embedder, count_tokens=count, config=pipeline_config(settings, (scan,)),
-            knowledge_k=settings.knowledge_k, history_events=settings.history_turns,
+            retrieval=RetrievalDefaults(
+                knowledge_min=settings.knowledge_k, chunk_tokens=settings.retrieval_chunk_tokens,
+                memory=settings.memory_k, session=settings.session_k,
+                floor=settings.relevance_floor),
+            history_events=settings.history_turns,
             policy_revision=settings.policy_revision, metrics=metrics,
             profiles=profiles_from_json(settings.redaction_profiles)
             if settings.redaction_profiles else {},

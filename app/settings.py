@@ -43,12 +43,21 @@ class Settings(BaseSettings):
     session_tail_len: int = 200
     session_tail_ttl_s: int = 7 * 24 * 3600
     history_turns: int = 40  # events of the tail offered as candidates
-    knowledge_k: int = 8  # per ranker
+    # Retrieval depth (docs/architecture.md, "Retrieval depth and the relevance floor"): the
+    # knowledge rows per ranker are what the dynamic share of the budget holds in chunks of
+    # retrieval_chunk_tokens, at least knowledge_k, at most 100; a request may set its own.
+    knowledge_k: int = 8
+    retrieval_chunk_tokens: int = Field(default=64, ge=1)
+    session_k: int = 4  # transcript hits from the caller's other sessions
     memory_k: int = 5  # recalled memories per ranker
     memory_revalidate_days: int = 90  # a fact not confirmed since is down-ranked, flagged
     memory_default_ttl_days: int = 90  # expiry of evidence-backed facts written without one
     task_checkpoint_retention_days: int = Field(default=30, ge=1)  # older: not served
-    relevance_floor: float = 0.0
+    # Knowledge candidates whose relevance (0..1: the better of query-term coverage and the
+    # similarity rescaled from similarity_baseline, what unrelated texts score with the
+    # embedder: ~0.75 for E5) is below the floor are dropped.relevance.below_floor.
+    relevance_floor: float = Field(default=0.15, ge=0.0, le=1.0)
+    similarity_baseline: float = Field(default=0.75, ge=0.0, lt=1.0)
     reference_threshold_tokens: int = 512
     excerpt_tokens: int = 96
     replay_ttl_s: int = 24 * 3600

@@ -34,6 +34,7 @@ from app.core.model import (
     DataLevel,
     MemoryRecord,
     Rendering,
+    RetrievalLimits,
     TaskCheckpoint,
     ToolEffect,
     Trust,
@@ -42,6 +43,7 @@ from app.core.model import (
     Workspace,
 )
 from app.core.registry import BundleFile, BundleRevision
+from app.core.retrieval import POOL_MAX
 from app.ports import ClientChunk, DocumentInfo, NewDocument, NewEvent
 
 INT32_MAX = 2**31 - 1  # sequence numbers and revisions are PostgreSQL integers
@@ -527,6 +529,23 @@ class BudgetIn(Wire):
         return self
 
 
+class RetrievalIn(Wire):
+    """Per-layer depth (rows per ranker, and survivors of fusion) and a relevance floor for
+    this turn; what is left out is sized by the budget or the server's settings."""
+
+    knowledge_limit: int | None = Field(default=None, ge=0, le=POOL_MAX)
+    memory_limit: int | None = Field(default=None, ge=0, le=POOL_MAX)
+    session_limit: int | None = Field(default=None, ge=0, le=POOL_MAX)
+    min_score: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="knowledge relevance floor, 0..1 (the better of query-term coverage and "
+                    "rescaled similarity); weaker chunks are dropped.relevance.below_floor")
+
+    def to_domain(self) -> RetrievalLimits:
+        return RetrievalLimits(knowledge=self.knowledge_limit, memory=self.memory_limit,
+                               session=self.session_limit, min_score=self.min_score)
+
+
 SessionType = Literal["main", "subagent", "group", "cron"]
 RuntimeName = Literal["codex", "claude-code", "hermes", "openclaw"]
 RelPath = Annotated[str, Field(max_length=1024), NulFree]
@@ -646,6 +665,7 @@ class ContextRequest(TenantClaim):
         default=None, description="the query embedded by the client's model (the server's "
                                   "dimension); the embedder is then not called")
     budget: BudgetIn
+    retrieval: RetrievalIn | None = None
     redaction_profile: Id | None = None
     session_visibility: VisibilityName | None = Field(
         default=None, description="How far transcript search reaches; capped by the key.")
@@ -697,7 +717,8 @@ class ContextRequest(TenantClaim):
                           reserve_output=self.budget.reserve_output),
             redaction_profile=self.redaction_profile,
             workspace=self.workspace.to_domain() if self.workspace else None,
-            agent_id=self.agent_id, render=Rendering(self.render), purpose=self.purpose)
+            agent_id=self.agent_id, render=Rendering(self.render), purpose=self.purpose,
+            retrieval=self.retrieval.to_domain() if self.retrieval else None)
 
 
 class SegmentOut(BaseModel):
@@ -766,6 +787,11 @@ class ManifestOut(BaseModel):
         "evidence's source not in the window), read_back.cited_conclusion (the query cites "
         "an archived event), read_back.approval_reactivated (a pending approval taken up "
         "again)")
+    retrieval: dict[str, Any] = Field(
+        default_factory=dict, description="this turn's depth per layer (knowledge, memory, "
+        "session), relevance floor, and noise: noise_tokens (admitted retrieved tokens the "
+        "floor barely passed, or sharing no query term with low similarity) over "
+        "retrieved_tokens, as noise_ratio")
     stable_prefix_sha256: str
     render: Literal["openai", "anthropic"] = Field(
         default="openai", description="the rendering of the turn's envelope (manifests "

@@ -11,15 +11,19 @@ index a *normalized* text instead of the raw chunk:
   lexemes in the index are exactly the tokens produced here.
 - ``query_terms(text)`` produces the same tokens for a query, keeping only those that are
   safe to place in ``to_tsquery`` without escaping: ASCII ``[a-z0-9_]`` words and CJK
-  bigrams. A short list of English stop words is dropped so an OR query is not dominated
-  by "the" and "does".
+  bigrams. English function words (``_STOP_WORDS``) are dropped so an OR query is not
+  dominated by "the" and "did": a query of function words only searches for nothing.
 - ``tsquery(text)`` joins the terms with `` | `` (OR), or returns ``None`` when nothing is
-  left to search for. Ranking (``ts_rank_cd``) rewards chunks that cover more terms.
+  left to search for. The store matches it against two tsvectors of the same normalized
+  text: ``simple`` (exact lexemes, the CJK bigrams) and ``english`` (Snowball stems, so
+  "researching" finds "research").
+- ``coverage(terms, text)`` is the share of a query's terms a text holds, compared by
+  ``stem`` (a light English suffix stripper): the lexical half of the relevance floor.
 
 >>> normalize("Refund 退款接口超时!")
 'refund 退款 款接 接口 口超 超时'
 >>> tsquery("why does the refund time out?")
-'why | refund | time | out'
+'refund | time'
 """
 
 from __future__ import annotations
@@ -44,10 +48,17 @@ _ASCII_WORD = re.compile(r"[a-z0-9_]+")  # what \w matches in lowercased ASCII t
 MAX_WORD_CHARS = 64  # longer "words" are hashes or base64 blobs: useless as lexemes
 MAX_QUERY_TERMS = 64  # bounds the size of the tsquery a user's text can produce
 
+# Function words: a query keeps none of them, so "did" or "what" cannot tie generic chatter
+# to every question (PostgreSQL's english configuration drops most of them from the index too).
 _STOP_WORDS = frozenset((
-    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "has",
-    "have", "how", "i", "in", "is", "it", "of", "on", "or", "that", "the", "this", "to",
-    "was", "what", "when", "where", "which", "who", "will", "with",
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing",
+    "done", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him", "his",
+    "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not", "of",
+    "on", "or", "our", "out", "she", "should", "so", "some", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "to", "too", "up", "us", "very",
+    "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with",
+    "would", "you", "your",
 ))
 
 
@@ -113,3 +124,28 @@ def tsquery(text: str) -> str | None:
     """An OR ``to_tsquery('simple', ...)`` expression, or None if the query has no terms."""
     terms = query_terms(text)
     return " | ".join(terms) if terms else None
+
+
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")  # longest first within each family
+
+
+def stem(word: str) -> str:
+    """A light English stem: one common inflection stripped when 4+ characters remain
+    ("researching", "researched", "researches" -> "research"). Not Snowball: it only has to
+    make a query term and a text's word compare equal for ``coverage``."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def coverage(terms: list[str], text: str) -> float:
+    """The share of ``terms`` (``query_terms``) found in ``text``, by ``stem``; 0 for none.
+
+    >>> coverage(query_terms("researching refunds"), "Research on refund timeouts")
+    1.0
+    """
+    if not terms:
+        return 0.0
+    have = {stem(t) for t in tokens(text)}
+    return sum(1 for t in terms if stem(t) in have) / len(terms)

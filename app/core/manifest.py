@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from app.core.conflicts import Conflict
+from app.core.guards.relevance import noise
 from app.core.guards.safety import QUARANTINE_META
 from app.core.model import Assembly, Candidate, DropLayer, Scope, Segment
 
@@ -70,7 +71,10 @@ def build_manifest(
     conflicts: tuple[Conflict, ...] = (),
     compaction: dict[str, Any] | None = None,
     read_back: Sequence[dict[str, str]] = (),
+    retrieval: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``retrieval``: the turn's depths and floor; the manifest adds the envelope's noise
+    (``app.core.guards.relevance.noise``)."""
     dropped_counts = {layer.value: 0 for layer in DropLayer}
     dropped_counts[DropLayer.PERMISSION.value] = len(assembly.permission_drops)
     for d in assembly.dropped:
@@ -92,7 +96,8 @@ def build_manifest(
         "segments": [_segment(s) for s in envelope.segments],
         "dropped": [
             {"ref": d.ref, "kind": d.kind.value, "layer": d.layer.value, "type": d.type,
-             "reason": d.reason}
+             "reason": d.reason,
+             **({"score": round(d.score, 4), "floor": d.floor} if d.score is not None else {})}
             for d in assembly.dropped
         ],
         "counts": {"candidates": assembly.candidates, "dropped": dropped_counts},
@@ -112,6 +117,7 @@ def build_manifest(
         },
         "compaction": compaction,
         "read_back": list(read_back),
+        "retrieval": {**(retrieval or {}), **noise(envelope.segments)},
         "stable_prefix_sha256": envelope.stable_prefix_sha256,
         "render": envelope.render.value,
         "timings_ms": {k: round(v, 3) for k, v in timings_ms.items()},

@@ -185,6 +185,17 @@ class TurnRequest:
     agent_id: str | None = None
     render: Rendering = Rendering.OPENAI
     purpose: str | None = None  # support | analysis | execution; None: purpose-less memory only
+    retrieval: RetrievalLimits | None = None  # None: every default (the budget sizes it)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetrievalLimits:
+    """A turn's own retrieval depth per layer and relevance floor; None: the server's."""
+
+    knowledge: int | None = None
+    memory: int | None = None
+    session: int | None = None
+    min_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,6 +256,12 @@ class Candidate:
     never_compress: bool = False
     scores: tuple[tuple[str, int], ...] = ()  # (ranker name, 1-based rank) pairs
     score: float = 0.0  # fused relevance, set by the relevance guard
+    # Cosine similarity to the query, from a vector ranker that reported one.
+    similarity: float | None = None
+    # What the relevance floor judged (0..1; None: not subject to it) and whether the
+    # candidate counts as noise (app.core.guards.relevance); set by the relevance guard.
+    relevance: float | None = None
+    weak: bool = False
     reason: str = ""
     seq: int | None = None  # position in the session, for session events
     meta: tuple[tuple[str, str], ...] = ()  # small renderer hints (e.g. call_id, tool name)
@@ -266,6 +283,8 @@ class Drop:
     layer: DropLayer
     type: str  # e.g. "dropped.permission.acl", "dropped.budget.section_full"
     reason: str
+    score: float | None = None  # a relevance drop: the candidate's relevance ...
+    floor: float | None = None  # ... and the floor it fell below
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -483,6 +502,7 @@ class KnowledgeHit:
     expires_at: datetime | None
     rank: int  # 1-based rank within its ranker
     ranker: str  # "vector" | "fts"
+    similarity: float | None = None  # the vector ranker's cosine similarity
     # Made at ingest by the service's tokenizer and detectors; None: make them when needed.
     tokens: int | None = None
     findings: tuple[Finding, ...] | None = None

@@ -75,7 +75,8 @@ class PipelineConfig:
 
     shares: Mapping[Section, float]
     limits: Mapping[Layer, int]
-    floor: float = 0.0
+    floor: float = 0.0  # relevance floor (0..1) of the floored layers; a turn may set its own
+    similarity_baseline: float = 0.75  # the embedder's cosine similarity of unrelated texts
     threshold_tokens: int = 512
     excerpt_tokens: int = 96
     rrf_k: int = 60
@@ -167,7 +168,7 @@ def _fit(run: _Run, max_attempts: int) -> tuple[_Outcome, int]:
 
 def _guards(scope: Scope, candidates: Sequence[Candidate], *, now: datetime,
             config: PipelineConfig, profile: RedactionProfile, count_tokens: CountTokens,
-            timer: _Timer) -> tuple[list[Candidate], list[Drop], list[Drop]]:
+            timer: _Timer, query: str) -> tuple[list[Candidate], list[Drop], list[Drop]]:
     """permission → safety → relevance → dedupe; returns (survivors, permission, others)."""
     with timer.stage("permission"):
         allowed, permission = permission_guard(scope, candidates, now=now)
@@ -176,7 +177,8 @@ def _guards(scope: Scope, candidates: Sequence[Candidate], *, now: datetime,
                                     count_tokens=count_tokens)
     with timer.stage("relevance"):
         relevant, relevance = relevance_guard(safe, limits=config.limits, floor=config.floor,
-                                              rrf_k=config.rrf_k)
+                                              rrf_k=config.rrf_k, query=query,
+                                              similarity_baseline=config.similarity_baseline)
     with timer.stage("dedupe"):
         unique, duplicates = dedupe(relevant)
     return unique, permission, [*safety, *relevance, *duplicates]
@@ -194,12 +196,14 @@ def assemble(
     clock: Callable[[], float] | None = None,
     profile: RedactionProfile | None = None,
     rendering: Rendering = Rendering.OPENAI,
+    query: str = "",
 ) -> tuple[Assembly, dict[str, float]]:
+    """``query``: the turn's text, what the relevance floor measures retrievals against."""
     timer = _Timer(clock)
     unique, permission, dropped = _guards(
         scope, _with_tokens(candidates, count_tokens), now=now, config=config,
         profile=profile if profile is not None else config.profile,
-        count_tokens=count_tokens, timer=timer)
+        count_tokens=count_tokens, timer=timer, query=query)
     with timer.stage("compress"):
         compact = reference_long(unique, threshold_tokens=config.threshold_tokens,
                                  excerpt_tokens=config.excerpt_tokens, count_tokens=count_tokens)

@@ -4,15 +4,23 @@ Contract: a chunk found by several rankers becomes ONE candidate carrying every
 ``(ranker, rank)`` pair, so the relevance guard can fuse them; every permission label the
 store returned (tenant, ACL, domain, sensitivity, expiry) is carried over unchanged, because
 the permission guard re-checks what the query already pushed down.
+
+``retrieval_plan`` sizes a turn's retrieval by its budget: the knowledge depth is what the
+dynamic section's share can hold (``ceil(share_tokens / chunk_tokens)``, at least the
+server's minimum, at most ``POOL_MAX`` per ranker); a request's ``RetrievalLimits`` replace
+any default (the edge refuses limits above ``POOL_MAX``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.core.model import (
     Acl,
+    Budget,
     Candidate,
     DataLevel,
     Freshness,
@@ -22,6 +30,7 @@ from app.core.model import (
     MemoryHit,
     MemoryRecord,
     MemoryStatus,
+    RetrievalLimits,
     Section,
     TranscriptHit,
     Trust,
@@ -30,6 +39,66 @@ from app.core.model import (
 from app.core.refs import doc_ref, event_ref, memory_ref, session_ref
 
 STALE_RANK_PENALTY = 20  # ranks a stale memory is pushed back by before fusion
+POOL_MAX = 100  # candidates one ranker returns per layer and turn, at most
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetrievalDefaults:
+    """The server's side of ``retrieval_plan`` (settings)."""
+
+    knowledge_min: int  # the knowledge depth of the smallest budget
+    chunk_tokens: int  # a typical chunk's tokens: what one more unit of depth costs
+    memory: int
+    session: int
+    floor: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetrievalPlan:
+    """One turn's retrieval: rows per ranker (and survivors of fusion) per layer, and the
+    relevance floor."""
+
+    knowledge: int
+    memory: int
+    session: int
+    floor: float
+
+    def limits(self) -> dict[Layer, int]:
+        """The relevance guard's per-layer limits (memories: user and team alike)."""
+        return {Layer.KNOWLEDGE: self.knowledge, Layer.SESSION: self.session,
+                Layer.USER: self.memory, Layer.TEAM: self.memory}
+
+
+def knowledge_depth(budget: Budget, dynamic_share: float, *, chunk_tokens: int,
+                    minimum: int) -> int:
+    """How many chunks the dynamic section's share of ``budget`` can hold, within
+    ``[min(minimum, POOL_MAX), POOL_MAX]``.
+
+    >>> knowledge_depth(Budget(max_tokens=40_000, reserve_output=1000), 0.45,
+    ...                 chunk_tokens=64, minimum=8)
+    100
+    >>> knowledge_depth(Budget(max_tokens=2000, reserve_output=500), 0.45,
+    ...                 chunk_tokens=64, minimum=8)
+    11
+    """
+    share = max(0, budget.max_tokens - budget.reserve_output) * dynamic_share
+    fits = math.ceil(share / max(1, chunk_tokens))
+    return min(POOL_MAX, max(minimum, fits))
+
+
+def retrieval_plan(budget: Budget, dynamic_share: float, asked: RetrievalLimits | None,
+                   defaults: RetrievalDefaults) -> RetrievalPlan:
+    """The turn's depth per layer: what the request asked, else the budget-sized default."""
+    asked = asked or RetrievalLimits()
+    knowledge = asked.knowledge if asked.knowledge is not None else knowledge_depth(
+        budget, dynamic_share, chunk_tokens=defaults.chunk_tokens,
+        minimum=defaults.knowledge_min)
+    return RetrievalPlan(
+        knowledge=min(POOL_MAX, knowledge),
+        memory=min(POOL_MAX, asked.memory if asked.memory is not None else defaults.memory),
+        session=min(POOL_MAX, asked.session if asked.session is not None
+                    else defaults.session),
+        floor=asked.min_score if asked.min_score is not None else defaults.floor)
 
 
 def knowledge_candidates(
@@ -42,6 +111,7 @@ def knowledge_candidates(
     for ref in sorted(by_ref):
         group = by_ref[ref]
         first = group[0]
+        sims = [h.similarity for h in group if h.similarity is not None]
         out.append(
             Candidate(
                 ref=ref,
@@ -65,6 +135,7 @@ def knowledge_candidates(
                 scanned=scanned(first.text, first.findings),
                 priority=40,
                 scores=tuple(sorted((h.ranker, h.rank) for h in group)),
+                similarity=max(sims) if sims else None,
                 reason="retrieved",
             )
         )

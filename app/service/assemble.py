@@ -44,6 +44,7 @@ from app.core.pipeline import PipelineConfig, assemble
 from app.core.redaction import RedactionProfile, resolve_profile
 from app.core.refs import bundle_ref
 from app.core.retrieval import (
+    RetrievalDefaults,
     instruction_candidate,
     knowledge_candidates,
     memory_candidates,
@@ -94,7 +95,7 @@ class Assembler:
         embedder: Embedder,
         count_tokens: TokenCounter,
         config: PipelineConfig,
-        knowledge_k: int,
+        retrieval: RetrievalDefaults,
         history_events: int,
         policy_revision: str,
         metrics: Metrics,
@@ -110,7 +111,7 @@ class Assembler:
         self._sessions = sessions
         self._collector = Collector(
             sessions=sessions, tasks=tasks, bundles=bundles, knowledge=knowledge,
-            embedder=embedder, count_tokens=count_tokens, config=config, knowledge_k=knowledge_k,
+            embedder=embedder, count_tokens=count_tokens, config=config, retrieval=retrieval,
             history_events=history_events, memories=memories, compactions=compactions,
             reads=reads, states=states)
         self._compactions = compactions
@@ -188,10 +189,14 @@ class Assembler:
                     compacted=compacted is not None, now=now, tail=collected.tail)
             candidates += extra
         with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:
+            plan = collected.plan or self._collector.plan(req)
             assembly, timings = assemble(
                 scope=scope, candidates=candidates, checkpoint=checkpoint,
-                budget=req.budget, now=now, count_tokens=self._count, config=self._config,
-                clock=time.perf_counter, profile=profile, rendering=req.render)
+                budget=req.budget, now=now, count_tokens=self._count,
+                config=replace(self._config, limits={**self._config.limits, **plan.limits()},
+                               floor=plan.floor),
+                clock=time.perf_counter, profile=profile, rendering=req.render,
+                query=req.query)
             record_counts(span, **{f"stage_us.{k}": int(v * 1000) for k, v in timings.items()})
         timings = {"collect": collect_ms, "compaction": compaction_ms, **timings}
         manifest = build_manifest(
@@ -201,7 +206,9 @@ class Assembler:
             created_at=now, timings_ms=timings, bundle=_bundle_record(collected.bundle),
             conflicts=find_conflicts(assembly.envelope.segments),
             compaction=compacted.record if compacted is not None else None,
-            read_back=read_back)
+            read_back=read_back,
+            retrieval={"knowledge": plan.knowledge, "memory": plan.memory,
+                       "session": plan.session, "floor": plan.floor})
         t1 = time.perf_counter()
         out: dict[str, Any] = {"turn_id": req.turn_id, "envelope": envelope_body(assembly),
                                "manifest": manifest}

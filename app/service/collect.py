@@ -30,6 +30,7 @@ from app.core.model import (
     Visibility,
 )
 from app.core.pipeline import PipelineConfig
+from app.core.retrieval import RetrievalDefaults, RetrievalPlan, retrieval_plan
 from app.core.session_state import SessionState
 from app.ports import (
     Embedder,
@@ -46,8 +47,6 @@ from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
-TRANSCRIPT_HITS = 8
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Collected:
@@ -63,6 +62,7 @@ class Collected:
     memories: list[MemoryHit]
     pins: list[MemoryRecord]
     state: SessionState | None = None  # the session's state (SessionStateStore), no task
+    plan: RetrievalPlan | None = None  # the depths the layers were read with, and the floor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +85,7 @@ def session_budget(config: PipelineConfig, req: TurnRequest) -> float:
 class Collector:
     def __init__(self, *, sessions: SessionService, tasks: TaskService, bundles: BundleService,
                  knowledge: KnowledgeStore, embedder: Embedder, count_tokens: TokenCounter,
-                 config: PipelineConfig, knowledge_k: int, history_events: int,
+                 config: PipelineConfig, retrieval: RetrievalDefaults, history_events: int,
                  memories: MemoryService | None, compactions: CompactionService | None,
                  reads: SharedReads, states: SessionStateStore | None = None) -> None:
         self._sessions = sessions
@@ -95,7 +95,7 @@ class Collector:
         self._embedder = embedder
         self._count = count_tokens
         self._config = config
-        self._k = knowledge_k
+        self._defaults = retrieval
         self._history = history_events
         self._memories = memories
         self._compactions = compactions
@@ -107,7 +107,9 @@ class Collector:
         the embedding overlap, the Postgres reads share one read-only transaction
         (``reads``), queued on its connection. The session layer also reads the latest
         compaction once its history is ``outgrown``. Permission is pushed into each query
-        (and re-checked by the pipeline)."""
+        (and re-checked by the pipeline). Each ranked layer reads as deep as the turn's
+        ``retrieval_plan`` (its budget, or the request's limits) says."""
+        plan = self.plan(req)
         async def session() -> _Session:
             if scope.session_id is None:
                 return _Session()
@@ -117,7 +119,7 @@ class Collector:
                 return _Session()
             history = self._session_candidates(scope, tail[-self._history:], info.user_id)
             found, latest = await asyncio.gather(
-                self._transcript(scope, req), self._latest(scope, req, history))
+                self._transcript(scope, req, plan.session), self._latest(scope, req, history))
             return _Session(owner=info.user_id, tail=tail, candidates=history,
                             transcript=found, latest=latest)
 
@@ -138,17 +140,18 @@ class Collector:
 
         async def vector() -> list[KnowledgeHit]:
             return await self._knowledge.search_vector(
-                query=self._query(scope, req, await embedding))
+                query=self._query(scope, req, await embedding, plan.knowledge))
 
         async def memories() -> tuple[list[MemoryHit], list[MemoryRecord]]:
             if self._memories is None:
                 return [], []
             return await asyncio.gather(
-                self._memories.recall(scope, req.query, await embedding),
+                self._memories.recall(scope, req.query, await embedding, plan.memory),
                 self._memories.pins(scope))
 
         async def text() -> list[KnowledgeHit]:
-            return await self._knowledge.search_text(query=self._query(scope, req, None))
+            return await self._knowledge.search_text(
+                query=self._query(scope, req, None, plan.knowledge))
 
         async def bundle() -> Admitted | None:
             if req.workspace is None:
@@ -171,14 +174,21 @@ class Collector:
         return Collected(tail=sess.tail, session_owner=sess.owner, session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
                          transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins,
-                         state=own if sess.owner == scope.user_id else None)
+                         state=own if sess.owner == scope.user_id else None, plan=plan)
 
-    async def _transcript(self, scope: Scope, req: TurnRequest) -> list[TranscriptHit]:
-        if scope.session_id is None or scope.session_visibility <= Visibility.SELF:
+    def plan(self, req: TurnRequest) -> RetrievalPlan:
+        """The turn's retrieval depth per layer and relevance floor."""
+        return retrieval_plan(req.budget, self._config.shares.get(Section.DYNAMIC, 0.0),
+                              req.retrieval, self._defaults)
+
+    async def _transcript(self, scope: Scope, req: TurnRequest, limit: int
+                          ) -> list[TranscriptHit]:
+        if scope.session_id is None or scope.session_visibility <= Visibility.SELF \
+                or limit <= 0:
             return []
         return await self._sessions.search_owned(
             tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id,
-            visibility=scope.session_visibility, query=req.query, limit=TRANSCRIPT_HITS,
+            visibility=scope.session_visibility, query=req.query, limit=limit,
             exclude_current=True)
 
     async def _latest(self, scope: Scope, req: TurnRequest, history: list[Candidate]
@@ -197,12 +207,12 @@ class Collector:
             return list(req.query_embedding)
         return await self._embedder.embed_query(req.query)
 
-    def _query(self, scope: Scope, req: TurnRequest, emb: Sequence[float] | None
+    def _query(self, scope: Scope, req: TurnRequest, emb: Sequence[float] | None, k: int
                ) -> KnowledgeQuery:
         return KnowledgeQuery(
             tenant_id=scope.tenant_id, user_id=scope.user_id, groups=scope.groups,
             domain=scope.domain, max_level=scope.data_level, now=datetime.now(UTC),
-            embedding=emb, text=req.query, k=self._k)
+            embedding=emb, text=req.query, k=k)
 
     def _session_candidates(self, scope: Scope, events: list[SessionEvent], owner: str
                             ) -> list[Candidate]:

@@ -147,15 +147,18 @@ class MemoryService:
             raise NotFound("memory not found")
         return r
 
-    def query(self, scope: Scope, text: str, embedding: Sequence[float] | None) -> MemoryQuery:
+    def query(self, scope: Scope, text: str, embedding: Sequence[float] | None,
+              k: int | None = None) -> MemoryQuery:
+        """``k``: rows per ranker (a turn's retrieval depth); None: the server's."""
         return MemoryQuery(tenant_id=scope.tenant_id, user_id=scope.user_id,
                            domain=scope.domain, task_id=scope.task_id,
                            max_level=scope.data_level, now=datetime.now(UTC),
-                           embedding=embedding, text=text, k=self._k, purpose=scope.purpose)
+                           embedding=embedding, text=text, k=self._k if k is None else k,
+                           purpose=scope.purpose)
 
-    async def recall(self, scope: Scope, text: str, embedding: Sequence[float] | None
-                     ) -> list[MemoryHit]:
-        q = self.query(scope, text, embedding)
+    async def recall(self, scope: Scope, text: str, embedding: Sequence[float] | None,
+                     k: int | None = None) -> list[MemoryHit]:
+        q = self.query(scope, text, embedding, k)
         return await self._store.recall(query=q)
 
     async def pins(self, scope: Scope) -> list[MemoryRecord]:

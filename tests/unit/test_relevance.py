@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.guards.relevance import relevance_guard, rrf
-from app.core.model import DropLayer, Kind, Layer, Section
+from app.core.guards.relevance import noise, relevance_guard, rescaled, rrf
+from app.core.model import Candidate, DropLayer, Kind, Layer, Section, Segment
 from tests.unit.builders import cand
 
 
@@ -31,13 +31,67 @@ def test_a_ranker_delivered_twice_counts_once_with_its_best_rank() -> None:
     assert rrf((("v", 2), ("v", 7)), 60) == pytest.approx(1 / 62)
 
 
-def test_below_floor_is_dropped() -> None:
-    hi = cand("kb://hi", scores=(("fts", 1),))
-    lo = cand("kb://lo", scores=(("fts", 50),))
-    kept, dropped = relevance_guard([hi, lo], limits={}, floor=1 / 80)
+def test_below_floor_is_dropped_with_its_relevance_and_the_floor() -> None:
+    hi = cand("kb://hi", "Refund calls time out when the gateway is slow.", scores=(("fts", 1),))
+    lo = cand("kb://lo", "Cafeteria menu: Monday lasagna, Tuesday tacos.",
+              scores=(("vector", 2),), similarity=0.756)
+    kept, dropped = relevance_guard([hi, lo], limits={}, floor=0.15,
+                                    query="why does the refund call time out?")
     assert [c.ref for c in kept] == ["kb://hi"]
-    assert (dropped[0].ref, dropped[0].type, dropped[0].layer) == (
-        "kb://lo", "dropped.relevance.below_floor", DropLayer.RELEVANCE)
+    assert kept[0].relevance == 1.0  # refund, call, time: every term, stemmed ("calls")
+    d = dropped[0]
+    assert (d.ref, d.type, d.layer) == ("kb://lo", "dropped.relevance.below_floor",
+                                        DropLayer.RELEVANCE)
+    assert d.floor == 0.15
+    assert d.score == pytest.approx((0.756 - 0.75) / 0.25)
+    assert "< floor 0.15" in d.reason
+
+
+def test_relevance_is_the_better_of_coverage_and_rescaled_similarity() -> None:
+    a = cand("kb://a", "nothing shared", scores=(("vector", 1),), similarity=0.9)
+    b = cand("kb://b", "the refund path", scores=(("fts", 1),))
+    kept, _ = relevance_guard([a, b], limits={}, floor=0.0, query="refund timeout",
+                              similarity_baseline=0.8)
+    got = {c.ref: c.relevance for c in kept}
+    assert got["kb://a"] == pytest.approx(0.5)  # (0.9 - 0.8) / 0.2
+    assert got["kb://b"] == pytest.approx(0.5)  # one of two terms
+
+
+def test_only_the_knowledge_layer_faces_the_floor() -> None:
+    team = cand("team://m", "unrelated", layer=Layer.TEAM, scores=(("vector", 1),))
+    kept, dropped = relevance_guard([team], limits={}, floor=0.9, query="refund")
+    assert [c.ref for c in kept] == ["team://m"] and not dropped
+    assert kept[0].relevance is None
+
+
+def test_weak_is_barely_above_the_floor_or_termless_and_dissimilar() -> None:
+    query = "refund timeout gateway latency retries quota ledger invoice payout card bank fee"
+    strong = cand("kb://s", "refund timeout", scores=(("fts", 1),))  # 2 of 12 terms
+    barely = cand("kb://b", "a refund", scores=(("fts", 2),))  # 1 of 12: < 0 + NOISE_MARGIN
+    termless = cand("kb://t", "nothing shared", scores=(("vector", 1),), similarity=0.8)
+    close = cand("kb://c", "nothing shared", scores=(("vector", 2),), similarity=0.9)
+    kept, _ = relevance_guard([strong, barely, termless, close], limits={}, floor=0.0,
+                              query=query, similarity_baseline=0.75)
+    weak = {c.ref: c.weak for c in kept}
+    assert weak == {"kb://s": False, "kb://b": True, "kb://t": True, "kb://c": False}
+
+
+def test_noise_ratio_is_weak_tokens_over_judged_tokens() -> None:
+    def seg(c: Candidate, tokens: int) -> Segment:
+        return Segment(id=c.ref, candidate=c, content=c.content, tokens=tokens,
+                       content_sha256="")
+    segments = [seg(cand("kb://a", relevance=0.9), 30),
+                seg(cand("kb://b", relevance=0.2, weak=True), 10),
+                seg(cand("session://s/events/1", kind=Kind.SESSION), 500)]  # not judged
+    assert noise(segments) == {"retrieved_tokens": 40, "noise_tokens": 10,
+                               "noise_ratio": 0.25}
+    assert noise([])["noise_ratio"] == 0.0
+
+
+def test_rescaled_similarity_is_clamped() -> None:
+    assert rescaled(None, 0.75) == 0.0
+    assert rescaled(0.5, 0.75) == 0.0
+    assert rescaled(1.0, 0.75) == 1.0
 
 
 def test_layer_limit_keeps_best_scores_ties_by_ref() -> None:

@@ -27,9 +27,12 @@ one needs. So the exact scan runs first, capped at ``EXACT_MAX_ROWS`` rows and r
 many it saw: under the cap its answer is the exact top k; at the cap the permission filter
 is remembered as large for ``LARGE_TTL_S`` and HNSW runs instead, with
 ``hnsw.iterative_scan = relaxed_order`` (re-sorted afterwards); if that still returns fewer
-than ``k`` rows the uncapped exact scan runs. Full-text search ranks a bounded pool of
-``tsv @@ tsquery`` matches by ``ts_rank``, the query being the OR of the lexemes from
-``app.core.fts``.
+than ``k`` rows the uncapped exact scan runs; a vector hit carries its cosine similarity
+(``1 - distance``), what the relevance floor judges. Full-text search ranks a bounded pool of
+matches by ``ts_rank``, the query being the OR of the lexemes from ``app.core.fts`` matched
+two ways: exactly (``tsv``, ``simple``: CJK bigrams, identifiers) or stemmed (``tsv_en``,
+``english``: "researching" finds "research"); a chunk scores the better of the two. ``k`` is
+the turn's depth (``app.core.retrieval``), at most ``POOL_MAX`` rows per ranker.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
 from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, tagged_findings, untag_findings
 from app.core.refs import chunk_ref
+from app.core.retrieval import POOL_MAX
 from app.ports import AuditRecord, DocumentBounds, DocumentInfo, KnowledgeQuery, NewDocument
 
 EXACT_MAX_ROWS = 1000  # exact search over <= 1k filtered vectors costs a few ms
@@ -117,11 +121,14 @@ SELECT * FROM nearest ORDER BY distance
 # all-terms pre-pass was tried: with no full match it filtered the tenant's every row (~45 ms
 # at 50k chunks), because the planner will not use GIN for an AND of frequent terms.
 FTS_RANK_MAX = 1000
+# Two tsvectors of one normalized text: the english one stems (its stop words are dropped from
+# the query by app.core.fts before it gets here); the planner ORs their GIN bitmaps.
 SEARCH_TEXT_SQL = f"""
 WITH pool AS MATERIALIZED (
-    SELECT c.id, ts_rank(c.tsv, q.query) AS score
-    FROM knowledge_chunks c, to_tsquery('simple', :tsquery) AS q(query)
-    WHERE {VISIBLE} AND c.tsv @@ q.query
+    SELECT c.id, greatest(ts_rank(c.tsv, q.query), ts_rank(c.tsv_en, e.en)) AS score
+    FROM knowledge_chunks c,
+         to_tsquery('simple', :tsquery) AS q(query), to_tsquery('english', :tsquery) AS e(en)
+    WHERE {VISIBLE} AND (c.tsv @@ q.query OR c.tsv_en @@ e.en)
     LIMIT {FTS_RANK_MAX}
 ), best AS (SELECT id, score FROM pool ORDER BY score DESC, id LIMIT :k)
 SELECT {_HIT}, b.score FROM best b JOIN knowledge_chunks c ON c.id = b.id
@@ -237,6 +244,7 @@ def _hit(row: Row, rank: int, ranker: str, *, tokenizer: str, detectors: str) ->
         ranker=ranker,
         tokens=row.tokens if row.tokenizer == tokenizer else None,
         findings=untag_findings(row.findings, detectors),
+        similarity=1.0 - float(row.distance) if ranker == "vector" else None,
     )
 
 
@@ -355,7 +363,8 @@ class PgKnowledgeStore:
     async def search_vector(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
         if query.embedding is None or query.k <= 0:
             return []
-        params = {**visible_params(query), "embedding": list(query.embedding), "k": query.k}
+        params = {**visible_params(query), "embedding": list(query.embedding),
+                  "k": min(query.k, POOL_MAX)}
         async with self._db.read_tx(query.tenant_id, ann_settings(query.k)) as conn:
             rows = await self._nearest(conn, query, params)
         return self._hits(rows, "vector")
@@ -381,7 +390,7 @@ class PgKnowledgeStore:
         tsquery = fts.tsquery(query.text)
         if tsquery is None or query.k <= 0:
             return []
-        params = {**visible_params(query), "tsquery": tsquery, "k": query.k}
+        params = {**visible_params(query), "tsquery": tsquery, "k": min(query.k, POOL_MAX)}
         async with self._db.read_tx(query.tenant_id) as conn:
             rows = await conn.fetch(_S["fts"], params)
         return self._hits(rows, "fts")
