@@ -12,8 +12,8 @@ against 50 records). Steps run in this order; the first that decides wins:
 2. classification  ``memory.sensitivity_secret``    sensitivity ``secret`` is never stored
                    ``memory.secret``                a secret detector fired (the text is never
                    ``memory.personal_data``         stored, not even in history)
-                   ``memory.transcript``            a pasted chat transcript: two or more
-                                                    turn markers (User:/Assistant:/用户：...),
+                   ``memory.transcript``            a pasted chat transcript: turn markers
+                                                    of two speakers (User:/Assistant:/用户：...),
                                                     or more than MAX_LINES non-empty lines
                    ``memory.log``                   a pasted log: a line that is a timestamp
                                                     followed by a log level
@@ -89,8 +89,8 @@ _LOG_ENTRY = re.compile(
     r"[\])]?\s*[\[(]?\s*(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|FATAL|CRITICAL|SEVERE)\b",
     re.MULTILINE | re.IGNORECASE)
 _TURN_MARKER = re.compile(
-    r"^\s*(?:\[[^\]\n]{1,30}\]\s*)?(?:user|assistant|human|ai|system|bot|agent|customer|"
-    r"用户|助手|客服|客户|系统)\s*[:：]", re.MULTILINE | re.IGNORECASE)
+    r"^\s*(?:\[[^\]\n]{1,30}\]\s*)?(user|assistant|human|ai|bot|agent|customer|"
+    r"用户|助手|客服|客户)\s*[:：]", re.MULTILINE | re.IGNORECASE)
 MAX_LINES = 10  # a memory is one statement (a short list at most), not a pasted text
 LOW_CONFIDENCE = 0.5  # below: held as a hypothesis; the API's default confidence is 0.5
 PURPOSES = frozenset({"support", "analysis", "execution"})
@@ -192,9 +192,10 @@ def is_temporary(statement: str) -> bool:
 def pasted_shape(statement: str) -> GateDecision | None:
     """``memory.transcript`` or ``memory.log`` when the statement is a pasted conversation
     or log rather than a fact; None otherwise."""
-    markers = len(_TURN_MARKER.findall(statement))
-    if markers >= 2:
-        return _reject("transcript", f"a chat transcript ({markers} turn markers), not a fact")
+    speakers = {m.casefold() for m in _TURN_MARKER.findall(statement)}
+    if len(speakers) >= 2:  # two parties taking turns; "Agent: v7" alone is a label
+        return _reject("transcript", f"a chat transcript (turns of {len(speakers)} speakers),"
+                                     " not a fact")
     lines = sum(1 for line in statement.splitlines() if line.strip())
     if lines > MAX_LINES:
         return _reject("transcript", f"{lines} lines of pasted text, not one statement "

@@ -178,6 +178,7 @@ def test_pasted_transcripts_and_logs_are_refused(text: str, type_: str) -> None:
     "Since 2026-01-02 the ERROR rate alarm pages on-call",
     "Deploy window: Tuesdays 10:00-12:00 UTC",
     "Assistant: answer in Chinese",  # one marker is a label, not a conversation
+    "System: Ubuntu 22.04\nAgent: datadog 7",  # labels of one inventory, not two speakers
 ])
 def test_statements_that_only_look_like_pastes_pass(text: str) -> None:
     assert gate(write(text)).decision == "accepted"
