@@ -15,6 +15,7 @@ from ctxgate_client import (
     MemoryScope,
     Message,
     NotFoundError,
+    Retrieval,
     StaleRevisionError,
     ToolCall,
     ToolResult,
@@ -303,3 +304,21 @@ async def test_memory_purpose_and_tenant_wide(connect: Connect, keys: dict[str, 
     assert any(support.memory.memory_id in ref for ref in refs)
     plain = await ctx.assemble_context(user_id="alice", query=query, budget=3000)
     assert not any(support.memory.memory_id in s["ref"] for s in plain.manifest.segments)
+
+
+async def test_a_turn_sets_its_retrieval_depth_and_floor(connect: Connect,
+                                                          keys: dict[str, str]) -> None:
+    ctx = connect(keys["runtime"])
+    await ctx.ingest_documents([doc(f"note-{i}", f"{REFUND} Note {i}.") for i in range(4)])
+    query = "why does the refund call time out?"
+    few = await ctx.assemble_context(user_id="alice", domain="payments", query=query,
+                                     budget=8000, retrieval=Retrieval(knowledge_limit=1))
+    assert few.manifest.retrieval["knowledge"] == 1
+    assert sum(s["ref"].startswith("kb://") for s in few.manifest.segments) == 1
+    strict = await ctx.assemble_context(user_id="alice", domain="payments", query=query,
+                                        budget=8000, retrieval={"min_score": 1.0,
+                                                                "memory_limit": 0})
+    assert strict.manifest.retrieval["floor"] == 1.0
+    with pytest.raises(InvalidRequestError):
+        await ctx.assemble_context(user_id="alice", query=query, budget=8000,
+                                   retrieval=Retrieval(knowledge_limit=101))

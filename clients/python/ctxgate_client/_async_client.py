@@ -69,6 +69,7 @@ from ctxgate_client.models import (
     Purpose,
     Readiness,
     Render,
+    Retrieval,
     Role,
     RuntimeName,
     SessionType,
@@ -145,13 +146,14 @@ class AsyncCtxgateClient:
         workspace: Workspace | Mapping[str, Any] | None = None, agent_id: str | None = None,
         parent_session_id: str | None = None, tenant_id: str | None = None,
         purpose: Purpose | None = None,
+        retrieval: Retrieval | Mapping[str, Any] | None = None,
     ) -> ContextResponse:
         """POST /v1/context: assemble one turn. ``budget`` is a ``Budget`` or its
         ``max_tokens``. ``append_events`` are appended to ``session_id`` first, in the same
         call (``parent_session_id``, ``agent_id``: of a session they create). With a
         ``turn_id`` of your own the call is retried on 503/429 (the server answers a
         repeated turn_id with the first answer and appends once); without one it is sent
-        once."""
+        once. ``retrieval`` sets the turn's per-layer depth and relevance floor."""
         return await self._send(Call(
             method="POST", path="/v1/context", read=model(ContextResponse),
             idempotent=turn_id is not None,
@@ -163,7 +165,7 @@ class AsyncCtxgateClient:
                 redaction_profile=redaction_profile, session_visibility=session_visibility,
                 workspace=workspace, agent_id=agent_id, render=render,
                 append_events=wire_events(append_events) if append_events is not None else None,
-                parent_session_id=parent_session_id, purpose=purpose)))
+                parent_session_id=parent_session_id, purpose=purpose, retrieval=retrieval)))
 
     # --- sessions ---------------------------------------------------------------------------
 

@@ -147,6 +147,16 @@ class Budget(In):
     reserve_output: int = 0
 
 
+class Retrieval(In):
+    """A turn's retrieval depth per layer (at most 100) and knowledge relevance floor (0..1);
+    a field left out is sized by the budget or the server's settings."""
+
+    knowledge_limit: int | None = None
+    memory_limit: int | None = None
+    session_limit: int | None = None
+    min_score: float | None = None
+
+
 class Workspace(In):
     bundle_id: str
     cwd: str | None = None
@@ -201,6 +211,8 @@ class Manifest(Out):
     validation: dict[str, Any] = Field(default_factory=dict)
     compaction: dict[str, Any] | None = None
     read_back: list[dict[str, str]] = Field(default_factory=list)  # {reason, ref}
+    # depths per layer, floor, and noise (retrieved_tokens, noise_tokens, noise_ratio)
+    retrieval: dict[str, Any] = Field(default_factory=dict)
     stable_prefix_sha256: str = ""
     render: Render = "openai"
     timings_ms: dict[str, float] = Field(default_factory=dict)
