@@ -46,10 +46,6 @@ OK, FAILED, BAD_INPUT = 0, 1, 2
 SHORT_COMMIT = 12
 
 
-class RuntimeMismatch(Exception):
-    """The revision id is taken by the same files registered for another runtime."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PushOptions:
     path: Path
@@ -129,9 +125,6 @@ def _register(client: CtxgateClient, opts: PushOptions, co: Checkout, out: TextI
             runtime=cast(RuntimeName, opts.runtime),  # the CLI's choices are RUNTIMES
             files=[{"path": p, "content": c} for p, c in sorted(co.files.items())],
             source={"repo": co.repo, "commit": co.commit})
-        if rev.runtime != opts.runtime:  # the server's replay answer for an existing id
-            raise RuntimeMismatch(f"revision {rev.revision!r} of {opts.bundle_id!r} exists for "
-                                  f"runtime {rev.runtime}; pick another --revision")
         _say(out, f"registered: {opts.bundle_id}@{rev.revision} ({len(co.files) - 1} file(s) "
              f"from {co.repo} at {co.commit[:SHORT_COMMIT]}, sha256 {rev.sha256[:12]})")
     _lint(out, rev.lint)
@@ -175,7 +168,7 @@ def push(opts: PushOptions, env: Mapping[str, str], *, out: TextIO = sys.stdout,
         _say(err, f"ctxgate bundles push: {exc} (CTXGATE_API_KEY must be an admin key of "
              "the tenant)")
         return FAILED
-    except (CtxgateError, RuntimeMismatch) as exc:
+    except CtxgateError as exc:
         _say(err, f"ctxgate bundles push: the server refused: {exc}")
         return FAILED
     return OK

@@ -181,10 +181,10 @@ async def test_canary_and_a_revision_id_taken_by_another_runtime(admin: Admin,
         channel = (await ctx.get_bundle(bid)).channel
     assert channel is not None and channel.canary == "r1" and channel.canary_share == 0.25
 
-    # Hermes would send the very same files: the server's answer is codex's r1, not a new one.
+    # Hermes would send the very same files: another runtime's text, so r1 is taken (409).
     taken = push(admin, root, "--bundle-id", bid, "--runtime", "hermes", "--revision", "r1")
     assert taken.returncode == 1
-    assert "exists for runtime codex; pick another --revision" in taken.stderr
+    assert "409 conflict: revision 'r1' exists with other files or another runtime" in taken.stderr
     assert "registered" not in taken.stdout
 
 
