@@ -17,8 +17,9 @@ index a *normalized* text instead of the raw chunk:
   left to search for. The store matches it against two tsvectors of the same normalized
   text: ``simple`` (exact lexemes, the CJK bigrams) and ``english`` (Snowball stems, so
   "researching" finds "research").
-- ``coverage(terms, text)`` is the share of a query's terms a text holds, compared by
-  ``stem`` (a light English suffix stripper): the lexical half of the relevance floor.
+- ``coverage(terms, text)`` is the share of a query's terms a text holds, a word matching
+  when it starts with the term's ``stem`` (a light English suffix stripper): the lexical
+  half of the relevance floor (``coverage_of`` compiles it once per query).
 
 >>> normalize("Refund 退款接口超时!")
 'refund 退款 款接 接口 口超 超时'
@@ -29,6 +30,7 @@ index a *normalized* text instead of the raw chunk:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # Han (incl. extension A and compatibility), kana, Hangul syllables, and the supplementary
 # ideographic planes. Each run of these is bigrammed; everything else is split on non-words.
@@ -139,13 +141,32 @@ def stem(word: str) -> str:
     return word
 
 
+def coverage_of(terms: list[str]) -> Callable[[str], float]:
+    """``coverage`` for one query, compiled once for the turn's candidates: an ASCII term
+    matches a word starting with its stem (one regex pass over the lowercased text, in C), a
+    CJK bigram a substring. Longer stems are tried first, so "timeout" is not cut to "time"."""
+    if not terms:
+        return lambda text: 0.0
+    stems = {t: stem(t) for t in terms if t.isascii()}
+    cjk = [t for t in terms if not t.isascii()]
+    alternatives = sorted(set(stems.values()), key=lambda w: (-len(w), w))
+    words = re.compile(r"\b(?:" + "|".join(alternatives) + ")") if alternatives else None
+
+    def share(text: str) -> float:
+        lowered = text.lower()
+        found = set(words.findall(lowered)) if words is not None else set()
+        hits = sum(1 for t in stems.values() if t in found)
+        hits += sum(1 for t in cjk if t in text)
+        return hits / len(terms)
+
+    return share
+
+
 def coverage(terms: list[str], text: str) -> float:
-    """The share of ``terms`` (``query_terms``) found in ``text``, by ``stem``; 0 for none.
+    """The share of ``terms`` (``query_terms``) found in ``text``: a word of the text starting
+    with a term's ``stem``, or the CJK bigram itself; 0 for no terms.
 
     >>> coverage(query_terms("researching refunds"), "Research on refund timeouts")
     1.0
     """
-    if not terms:
-        return 0.0
-    have = {stem(t) for t in tokens(text)}
-    return sum(1 for t in terms if stem(t) in have) / len(terms)
+    return coverage_of(terms)(text)

@@ -29,7 +29,7 @@ Survivors keep their input order; the compiler and the budget do their own order
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from app.core import fts
 from app.core.model import Candidate, Drop, DropLayer, Layer, Segment
@@ -60,12 +60,14 @@ def rrf(scores: Iterable[tuple[str, int]], rrf_k: int) -> float:
     return sum(1.0 / (rrf_k + rank) for rank in best.values())
 
 
-def _scored(c: Candidate, rrf_k: int) -> Candidate:
+def _scored(c: Candidate, rrf_k: int, judgement: Mapping[str, float | bool]) -> Candidate:
+    """``c`` fused (and judged): one copy, the guard's cost being mostly copies."""
     score = rrf(c.scores, rrf_k)
     ranks = ", ".join(f"{ranker}#{rank}" for ranker, rank in c.scores)
     reason = f"rrf {score:.4f} ({ranks})"
     return dataclasses.replace(c, score=score,
-                               reason=f"{c.reason}; {reason}" if c.reason else reason)
+                               reason=f"{c.reason}; {reason}" if c.reason else reason,
+                               **judgement)  # type: ignore[arg-type]
 
 
 def _drop(c: Candidate, rule: str, reason: str, *, floor: float | None = None) -> Drop:
@@ -81,13 +83,15 @@ def rescaled(similarity: float | None, baseline: float) -> float:
     return min(1.0, max(0.0, (similarity - baseline) / (1.0 - baseline)))
 
 
-def judged(c: Candidate, terms: list[str], *, floor: float, baseline: float) -> Candidate:
-    """``c`` with its ``relevance`` and ``weak`` set (see the module contract)."""
-    lexical = fts.coverage(terms, c.content)
+def judge(c: Candidate, coverage: Callable[[str], float], *, floor: float, baseline: float
+          ) -> dict[str, float | bool]:
+    """``c``'s ``relevance`` and ``weak`` (see the module contract); ``coverage``:
+    ``fts.coverage_of`` the query's terms."""
+    lexical = coverage(c.content)
     semantic = rescaled(c.similarity, baseline)
     relevance = max(lexical, semantic)
     weak = relevance < floor + NOISE_MARGIN or (lexical == 0.0 and semantic < NOISE_SIMILARITY)
-    return dataclasses.replace(c, relevance=relevance, weak=weak)
+    return {"relevance": relevance, "weak": weak}
 
 
 def noise(segments: Iterable[Segment]) -> dict[str, float | int]:
@@ -110,11 +114,11 @@ def relevance_guard(
     query: str = "",
     similarity_baseline: float = 0.75,
 ) -> tuple[list[Candidate], list[Drop]]:
-    terms = fts.query_terms(query)
+    coverage = fts.coverage_of(fts.query_terms(query))
     merged = merge_by_ref(candidates)
-    out = [_scored(c, rrf_k) if c.scores else dataclasses.replace(c, score=0.0) for c in merged]
-    out = [judged(c, terms, floor=floor, baseline=similarity_baseline)
-           if c.scores and c.layer in FLOORED else c for c in out]
+    out = [_scored(c, rrf_k, judge(c, coverage, floor=floor, baseline=similarity_baseline)
+                   if c.layer in FLOORED else {})
+           if c.scores else dataclasses.replace(c, score=0.0) for c in merged]
     dropped: list[Drop] = []
     over: set[str] = set()
     ranked = sorted((c for c in out if c.scores), key=lambda c: (-c.score, c.ref))
