@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from app.core.constraint_state import constraint_line
+from app.core.constraint_state import constraint_line, held
 from app.core.guards.safety import Detector
 from app.core.model import (
     Acl,
@@ -55,7 +55,7 @@ def checkpoint_core_text(cp: TaskCheckpoint, now: datetime | None = None) -> str
     """``now``: the turn's, to mark an expired constraint for re-confirmation."""
     lines = [f"Task {cp.task_id} (checkpoint revision {cp.revision})", f"Goal: {cp.goal}"]
     lines += _bullets("Constraints (verbatim)",
-                      [constraint_line(c, now) for c in cp.constraints])
+                      [constraint_line(c, now) for c in held(cp.constraints)[0]])
     lines += _bullets("Pending approvals (do not act before they are granted)",
                       list(cp.pending_approvals))
     if cp.next_safe_action:
@@ -63,10 +63,12 @@ def checkpoint_core_text(cp: TaskCheckpoint, now: datetime | None = None) -> str
     return "\n".join(lines)
 
 
-def checkpoint_detail_text(cp: TaskCheckpoint) -> str:
+def checkpoint_detail_text(cp: TaskCheckpoint, now: datetime | None = None) -> str:
     effects = [f"{e.effect_id}: {e.status}, idempotency_key={e.idempotency_key}"
                + (f", ref={e.ref}" if e.ref else "") for e in cp.tool_effects]
-    lines = [*_bullets("Accepted decisions", list(cp.accepted_decisions)),
+    older = [constraint_line(c, now) for c in held(cp.constraints)[1]]
+    lines = [*_bullets("Earlier constraints found in the session (verbatim)", older),
+             *_bullets("Accepted decisions", list(cp.accepted_decisions)),
              *_bullets("Verified evidence", list(cp.verified_evidence)),
              *_bullets("Open questions", list(cp.open_questions)),
              *_bullets("Tool effects (never repeat; reuse the idempotency key)", effects)]
@@ -94,7 +96,7 @@ def task_state_candidates(
 ) -> list[Candidate]:
     out = [_task_candidate(checkpoint, tenant_id, "core",
                            checkpoint_core_text(checkpoint, now), count_tokens)]
-    detail = checkpoint_detail_text(checkpoint)
+    detail = checkpoint_detail_text(checkpoint, now)
     if detail:
         out.append(_task_candidate(checkpoint, tenant_id, "detail", detail, count_tokens))
     return out

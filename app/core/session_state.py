@@ -53,7 +53,7 @@ def session_state_candidates(state: TaskCheckpoint, *, session_id: str, tenant_i
     core = checkpoint_core_text(state, now).split("\n", 1)[-1]  # not "Task  (checkpoint …)"
     parts = [("core", f"Session state (revision {state.revision}; the session has no task)\n"
               + core)]
-    detail = checkpoint_detail_text(state)
+    detail = checkpoint_detail_text(state, now)
     if detail:
         parts.append(("detail", detail))
     return [Candidate(

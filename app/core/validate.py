@@ -13,8 +13,9 @@ and retry. A text is present when it appears verbatim in some segment's content.
                                         decision that cites a constraint (``[constraint:<id>]``:
                                         the conclusion must carry its qualifier into the turn)
 
-Goal, approvals and constraints are *required*: the pipeline pins them even if that means
-``BudgetTooSmall``. Evidence is *soft*: pinned when it fits, reported when it does not.
+Goal, approvals and the constraints task state holds (``constraint_state.held``) are
+*required*: the pipeline pins them even if that means ``BudgetTooSmall``. Evidence, and the
+older constraints found in the session, are *soft*: pinned when they fit, reported when not.
 Check details name counts and positions, never content: they end up in the manifest.
 With no checkpoint (the first turn of a task, or no task) every check passes.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from app.core.constraint_state import held
 from app.core.model import Check, Envelope, TaskCheckpoint
 
 
@@ -68,11 +70,11 @@ def validate(envelope: Envelope, *, checkpoint: TaskCheckpoint | None) -> Valida
     contents = [s.content for s in envelope.segments]
     goal, m_goal = _check(CHECK_TYPES[0], [checkpoint.goal], contents)
     approvals, m_appr = _check(CHECK_TYPES[1], checkpoint.pending_approvals, contents)
-    constraints, m_cons = _check(CHECK_TYPES[2], [c.text for c in checkpoint.constraints],
-                                 contents)
+    kept, older = held(checkpoint.constraints)
+    constraints, m_cons = _check(CHECK_TYPES[2], [c.text for c in kept], contents)
     cited = [d for d in checkpoint.accepted_decisions if "[constraint:" in d]
-    evidence, m_evid = _check(CHECK_TYPES[3], [*checkpoint.verified_evidence, *cited],
-                              contents)
+    evidence, m_evid = _check(CHECK_TYPES[3], [*checkpoint.verified_evidence, *cited,
+                                               *(c.text for c in older)], contents)
     return ValidationResult(
         checks=(goal, approvals, constraints, evidence),
         missing_required=(*m_goal, *m_appr, *m_cons),

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from app.core.candidates import checkpoint_core_text, checkpoint_detail_text
 from app.core.compile import compile_envelope
+from app.core.constraint_state import HELD_FOUND, held
 from app.core.model import Constraint, Envelope
 from app.core.validate import CHECK_TYPES, validate
 from tests.unit.builders import DISCOUNT, cand, checkpoint, count
@@ -56,3 +58,20 @@ def test_missing_goal_approvals_and_evidence_are_reported_without_content() -> N
 def test_empty_texts_are_not_required() -> None:
     cp = checkpoint(goal="", pending_approvals=(), constraints=(), verified_evidence=())
     assert validate(env(), checkpoint=cp).ok
+
+
+def test_task_state_holds_api_constraints_and_the_newest_found_ones() -> None:
+    found = [Constraint(text=f"refunds over {i}00 EUR only with approval", kind="only",
+                        origin="tool", source_ref=f"session://s/events/{i}")
+             for i in range(HELD_FOUND + 3)]
+    cp = checkpoint(constraints=(Constraint(text=DISCOUNT, kind="only"), *found))
+    kept, older = held(cp.constraints)
+    assert kept == (cp.constraints[0], *found[3:])  # given through the API: always held
+    assert older == tuple(found[:3])
+    core, detail = checkpoint_core_text(cp), checkpoint_detail_text(cp)
+    assert all(c.text in core for c in kept) and not any(c.text in core for c in older)
+    assert all(c.text in detail for c in older)
+    # Held ones are required; older found ones are soft: pinned when they fit, never a 422.
+    result = validate(env(core, *FULL), checkpoint=cp)
+    assert result.missing_required == ()
+    assert result.missing_soft == tuple(c.text for c in older)

@@ -34,6 +34,7 @@ from app.core.model import Constraint, SessionEvent, ToolEffect
 
 MAX_EVIDENCE_PER_RESULT = 3
 MAX_CONSTRAINTS_PER_SOURCE = 8
+MAX_CLAUSE_CHARS = 400
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +90,10 @@ def constraints_in(text: str, *, ref: str, origin: str) -> list[Constraint]:
         return []
     out = []
     for s in tx.sentences(text):
+        # A clause is a sentence; an unpunctuated run this long is a log or a listing, and
+        # held verbatim it would cost the budget more than any clause does.
+        if len(s) > MAX_CLAUSE_CHARS:
+            continue
         kind = constraint_kind(s)
         if kind is not None:
             out.append(constraint(s, kind, source_ref=ref, origin=origin))
