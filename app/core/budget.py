@@ -94,9 +94,14 @@ def allocate(
     pinned = [u for u in units if u.pinned]
     pinned_total = sum(u.tokens for u in pinned)
     if pinned_total > usable:
+        # Refs and counts only (the detail reaches the client and the logs, never content):
+        # what to shrink, or why the budget must grow, without reading the manifest.
+        largest = sorted((c for u in pinned for c in u.members if c.never_compress),
+                         key=lambda c: -c.tokens)[:3]
         raise BudgetTooSmall(
             f"never-compress content needs {pinned_total} tokens but only {usable} are usable "
-            f"(max_tokens {budget.max_tokens} - reserve_output {budget.reserve_output})"
+            f"(max_tokens {budget.max_tokens} - reserve_output {budget.reserve_output}); "
+            "largest: " + ", ".join(f"{c.ref} ({c.tokens})" for c in largest)
         )
     left = {s: max(0, math.floor(shares.get(s, 0.0) * usable) - sum(u.need(s) for u in pinned))
             for s in Section}

@@ -63,10 +63,14 @@ def checkpoint_core_text(cp: TaskCheckpoint, now: datetime | None = None) -> str
     return "\n".join(lines)
 
 
-def checkpoint_detail_text(cp: TaskCheckpoint, now: datetime | None = None) -> str:
+def checkpoint_detail_text(cp: TaskCheckpoint, now: datetime | None = None, *,
+                           with_older: bool = True) -> str:
+    """``with_older``: also the older found constraints (``constraint_state.held``), which
+    a compaction view leaves to task state's own detail candidate: its block is never
+    compressed, and they would grow it without bound."""
     effects = [f"{e.effect_id}: {e.status}, idempotency_key={e.idempotency_key}"
                + (f", ref={e.ref}" if e.ref else "") for e in cp.tool_effects]
-    older = [constraint_line(c, now) for c in held(cp.constraints)[1]]
+    older = [constraint_line(c, now) for c in held(cp.constraints)[1]] if with_older else []
     lines = [*_bullets("Earlier constraints found in the session (verbatim)", older),
              *_bullets("Accepted decisions", list(cp.accepted_decisions)),
              *_bullets("Verified evidence", list(cp.verified_evidence)),

@@ -6,7 +6,9 @@ caller re-commits with them pinned) and the contradictions found. Present means 
 somewhere in ``view.text``.
 
     compaction.goal_present            the goal
-    compaction.constraints_verbatim    every constraint's text, word for word
+    compaction.constraints_verbatim    every constraint task state holds, word for word (the
+                                       older found ones, ``constraint_state.held``, ride in
+                                       task state's compressible detail instead)
     compaction.pending_approvals_present   every pending approval
     compaction.evidence_refs_present   the ref each verified evidence item cites (the item
                                        itself when it cites none)
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from app.core.compaction import text as tx
 from app.core.compaction.qualify import cited, depends_on
 from app.core.compaction.values import CompactionCheck, Contradiction, View
+from app.core.constraint_state import held
 from app.core.model import Check, Constraint, TaskCheckpoint
 
 MIN_SHARED_TERMS = 3
@@ -89,8 +92,8 @@ def validate_compaction(view: View, checkpoint: TaskCheckpoint,
     text = view.text
     results = [
         _present("compaction.goal_present", [checkpoint.goal], text),
-        _present("compaction.constraints_verbatim", [c.text for c in checkpoint.constraints],
-                 text),
+        _present("compaction.constraints_verbatim",
+                 [c.text for c in held(checkpoint.constraints)[0]], text),
         _present("compaction.pending_approvals_present", checkpoint.pending_approvals, text),
         _present("compaction.evidence_refs_present",
                  _evidence_keys(checkpoint.verified_evidence), text),

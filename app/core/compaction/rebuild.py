@@ -85,7 +85,7 @@ def _checkpoint_items(cp: TaskCheckpoint | None) -> list[ViewItem]:
         return []
     items = [ViewItem(kind="checkpoint", ref=checkpoint_ref(cp.task_id, cp.revision, "core"),
                       content=checkpoint_core_text(cp))]
-    detail = checkpoint_detail_text(cp)
+    detail = checkpoint_detail_text(cp, with_older=False)
     if detail:
         items.append(ViewItem(kind="checkpoint",
                               ref=checkpoint_ref(cp.task_id, cp.revision, "detail"),
