@@ -48,7 +48,7 @@ STAGE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 # The seeds' three context actions (000 §四): pruning (old tool results trimmed in the view),
 # compaction (older turns become a validated summary) and archive (the breaker's reference
 # view: older turns are served as archive handles). Failure reasons: the summarizer's
-# (app.adapters.summarizers.errors.REASONS), ``validation`` and ``conflict`` (a concurrent
+# (app.ports.SummaryFailure), ``validation`` and ``conflict`` (a concurrent
 # checkpoint write).
 CONTEXT_ACTIONS = ("pruning", "compaction", "archive")
 COMPACTION_FAILURES = ("timeout", "unreachable", "http_status", "bad_response", "validation",

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from app.core.memory_gate import Existing, GateDecision, MemoryWrite
 from app.core.model import (
@@ -30,6 +30,7 @@ from app.core.model import (
     Trust,
     Visibility,
 )
+from app.core.registry import Binding, BundleRevision, Channel
 from app.core.session_state import SessionState
 
 Vector = Sequence[float]
@@ -479,3 +480,55 @@ class Embedder(Protocol):
 
 class TokenCounter(Protocol):
     def __call__(self, text: str) -> int: ...
+
+
+class ReplayCache(Protocol):
+    """A client-chosen turn_id's response, kept for a retry (bytes as answered)."""
+
+    async def get(self, tenant_id: str, turn_id: str) -> bytes | None: ...
+    async def put(self, tenant_id: str, turn_id: str, payload: bytes) -> None: ...
+
+
+class PinSnapshots(Protocol):
+    """A session's pinned memories, frozen at its first turn (first writer wins)."""
+
+    async def read(self, tenant_id: str, session_id: str) -> bytes | None: ...
+    async def freeze(self, tenant_id: str, session_id: str, payload: bytes) -> bytes: ...
+
+
+class BundleStore(Protocol):
+    """Bundle revisions (immutable), release channels, revocations and session pins."""
+
+    async def register(self, *, tenant_id: str, revision: BundleRevision) -> BundleRevision: ...
+    async def get(self, *, tenant_id: str, bundle_id: str, revision: str
+                  ) -> BundleRevision | None: ...
+    async def revisions(self, *, tenant_id: str, bundle_id: str) -> list[BundleRevision]: ...
+    async def channel(self, *, tenant_id: str, bundle_id: str) -> Channel | None: ...
+    async def set_channel(self, *, tenant_id: str, bundle_id: str, channel: Channel
+                          ) -> None: ...
+    async def revoke(self, *, tenant_id: str, bundle_id: str, revision: str,
+                     reason: str) -> bool: ...
+    async def session_state(self, *, tenant_id: str, session_id: str, bundle_id: str
+                            ) -> tuple[Binding | None, bool, Channel | None]: ...
+    async def bind(self, *, tenant_id: str, session_id: str, binding: Binding,
+                   replace: bool) -> Binding: ...
+
+
+# Summarizer failures: the model could not produce a usable summary; ``reason`` (a metric
+# label) is ``timeout`` (no answer in time), ``unreachable`` (connection refused, reset, DNS),
+# ``http_status`` (a non-2xx answer, e.g. 429 or 500) or ``bad_response`` (not JSON, truncated
+# JSON, not a chat completion, empty or cut-off content). Infrastructure, not a domain error:
+# every reason counts toward the session's compaction breaker, a turn keeps serving the last
+# valid view, and the explicit compaction endpoint answers 503 with ``Retry-After:
+# retry_after_s`` (the service sets it: the rest of the breaker's cool-down once it is open).
+SummaryFailure = Literal["timeout", "unreachable", "http_status", "bad_response"]
+
+
+class SummarizerError(Exception):
+    type: str = "summarizer-unavailable"
+
+    def __init__(self, message: str, *, reason: SummaryFailure = "bad_response",
+                 retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.reason: SummaryFailure = reason
+        self.retry_after_s = retry_after_s

@@ -23,3 +23,12 @@ def test_mypy_strict_is_clean() -> None:
     result = _run("mypy", "app", "tests", "clients/python/ctxgate_client",
                   "clients/python/tools")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_import_layers_hold() -> None:
+    """The contracts in pyproject.toml's [tool.importlinter]: api → service → core, services
+    through ports only, a pure core, adapters below the shell."""
+    lint_imports = Path(sys.executable).parent / "lint-imports"
+    result = subprocess.run([str(lint_imports)], cwd=ROOT, capture_output=True, text=True,
+                            check=False, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -20,7 +20,6 @@ from starlette.responses import Response
 
 from app.adapters.embedders.errors import EmbedderError
 from app.adapters.postgres.db import StoreBusy
-from app.adapters.summarizers.errors import SummarizerError
 from app.api.schemas import SHAPE_TAGS
 from app.core.errors import (
     BudgetTooSmall,
@@ -32,6 +31,7 @@ from app.core.errors import (
     StaleRevision,
     Unauthorized,
 )
+from app.ports import SummarizerError
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"

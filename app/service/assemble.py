@@ -27,7 +27,6 @@ from typing import Any
 import orjson
 from opentelemetry.trace import Tracer
 
-from app.adapters.redis.replay import RedisReplayCache
 from app.core.candidates import query_candidate, task_state_candidates
 from app.core.conflicts import find_conflicts
 from app.core.errors import Conflict, InvalidRequest, StaleRevision
@@ -60,6 +59,7 @@ from app.ports import (
     KnowledgeStore,
     ManifestStore,
     NewEvent,
+    ReplayCache,
     SessionOwner,
     SessionStateStore,
     SharedReads,
@@ -91,7 +91,7 @@ class Assembler:
         bundles: BundleService,
         knowledge: KnowledgeStore,
         manifests: ManifestStore,
-        replay: RedisReplayCache,
+        replay: ReplayCache,
         embedder: Embedder,
         count_tokens: TokenCounter,
         config: PipelineConfig,

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from app.adapters.postgres.bundles import PgBundleStore
 from app.core.bundles import Resolution, ResolveOptions, lint, resolve
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.guards.safety import Detector
@@ -29,6 +28,7 @@ from app.core.registry import (
     file_sha256,
     pick_revision,
 )
+from app.ports import BundleStore
 
 RESOLUTION_CACHE = 512
 MAX_LINT_DIRS = 64
@@ -56,7 +56,7 @@ def _directories(files: Mapping[str, str]) -> list[str]:
 
 
 class BundleService:
-    def __init__(self, store: PgBundleStore, *, detectors: Sequence[Detector],
+    def __init__(self, store: BundleStore, *, detectors: Sequence[Detector],
                  count_tokens: Callable[[str], int], revoked_policy: str) -> None:
         self._store = store
         self._detectors = detectors

@@ -45,7 +45,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from app.adapters.summarizers.errors import SummarizerError
 from app.core.candidates import WHOLE_TENANT, CountTokens, event_content, session_candidates
 from app.core.compaction import (
     AsyncSummarizer,
@@ -88,7 +87,7 @@ from app.core.model import (
 )
 from app.core.refs import compaction_ref, event_seq, session_events_pattern, session_ref
 from app.observability import Metrics
-from app.ports import CompactionStore, StoredCompaction
+from app.ports import CompactionStore, StoredCompaction, SummarizerError
 from app.service.background import KeyedJobs
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService

@@ -23,7 +23,6 @@ from typing import Any
 
 import orjson
 
-from app.adapters.redis.pins import RedisPinSnapshots
 from app.core.errors import Conflict, ForbiddenScope, NotFound
 from app.core.guards.safety import Detector
 from app.core.memory_gate import (
@@ -42,6 +41,7 @@ from app.ports import (
     MemoryProbe,
     MemoryQuery,
     MemoryStore,
+    PinSnapshots,
     Vector,
 )
 
@@ -52,7 +52,7 @@ EVIDENCE_TTL_ORIGINS = frozenset({"verified_tool_result", "reviewed_doc"})
 
 class MemoryService:
     def __init__(self, store: MemoryStore, embedder: Embedder, *, secret: Sequence[Detector],
-                 pii: Sequence[Detector], pins: RedisPinSnapshots, k: int,
+                 pii: Sequence[Detector], pins: PinSnapshots, k: int,
                  default_ttl_days: int, count_tokens: Any) -> None:
         self._store = store
         self._embedder = embedder

@@ -13,11 +13,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from app.adapters.redis.session_tail import is_complete
 from app.core.candidates import CountTokens, with_derived
 from app.core.errors import NotFound
 from app.core.guards.safety import Detector
 from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
+from app.core.tail import is_complete
 from app.ports import NewEvent, SessionArchive, SessionOwner, SessionTail
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from app.adapters.redis.session_tail import (
     Derived,
     RedisSessionTail,
     encode_event,
-    is_complete,
 )
 from app.core.model import Finding, SessionEvent
+from app.core.tail import is_complete
 
 TTL = 3600
 DERIVED = {"tokenizer": "o200k_base", "detectors": "fp1"}

@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from app.adapters.summarizers.errors import SummarizerError
 from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
 from app.core.compaction import ExtractiveSummarizer, Origin, SummaryRequest
 from app.core.model import Constraint, SessionEvent
+from app.ports import SummarizerError
 from app.service.compaction import arun_compaction
 from tests.local_http import JsonHandler, serve
 

@@ -96,23 +96,6 @@ class RedisSessionTail:
             await pipe.execute()
 
 
-def is_complete(tail: Sequence[SessionEvent], *, last_seq: int, max_len: int) -> bool:
-    """Whether ``tail`` is exactly the session's last ``min(max_len, last_seq)`` events.
-
-    Seqs are 1-based and gapless in the archive, so a complete tail is the contiguous run
-    ``last_seq - n + 1 .. last_seq``. Anything else (empty after a flush or expiry, shorter after
-    an append onto an expired key, a gap from a skipped entry, out-of-order concurrent appends,
-    or a tail ahead of/behind ``last_seq``) is incomplete and must be rebuilt.
-    """
-    if last_seq < 0 or max_len < 1:
-        return False
-    n = min(max_len, last_seq)
-    if len(tail) != n:
-        return False
-    first = last_seq - n + 1
-    return all(e.seq == first + i for i, e in enumerate(tail))
-
-
 _DEFAULTS: dict[str, Any] = {
     "role": None, "content": "", "call_id": None, "name": None, "arguments": None,
     "is_error": False, "created_at": None,

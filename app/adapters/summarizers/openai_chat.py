@@ -27,9 +27,9 @@ from typing import Any
 
 import httpx
 
-from app.adapters.summarizers.errors import SummarizerError
 from app.core.compaction.text import render_event
 from app.core.compaction.values import SummaryRequest
+from app.ports import SummarizerError
 
 MAX_EVENT_CHARS = 2000
 SYSTEM_PROMPT = (
