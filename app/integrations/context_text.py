@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from ctxgate_client.models import ContextResponse, Segment
 
+from app.core.guards.safety import LOW_TRUST as SAFETY_LOW_TRUST
 from app.core.render.shared import DATA_PREFACE, REVIEWED_PREFACE, fence_text
 
-LOW_TRUST = frozenset({"untrusted", "evidence", "inferred"})
+# The wire spells trust as the core does: the fence follows the safety guard's own set.
+LOW_TRUST = frozenset(t.value for t in SAFETY_LOW_TRUST)
 TASK_HEADING = "Task state:"
 
 
