@@ -46,6 +46,7 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from app.core.refs import event_ref
 from app.core.render.shared import DATA_PREFACE, fence_text
 from app.integrations.config import (
     DEFAULT_BUDGET_TOKENS,
@@ -228,7 +229,7 @@ def build_server(callers: Callers) -> MCPServer[Any]:
                                                    visibility=visibility, limit=limit)
             hits = [h.model_dump(mode="json") for h in found.hits]
             text = "\n".join([DATA_PREFACE, *(
-                fence_text(h.content, ref=f"session:{h.session_id}#{h.seq}", trust="untrusted")
+                fence_text(h.content, ref=event_ref(h.session_id, h.seq), trust="untrusted")
                 for h in found.hits)]) if hits else "no matching events"
             return ok(text, {"hits": hits})
 
