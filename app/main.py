@@ -66,6 +66,7 @@ from app.service.erasure import ErasureService, ErasureWorker
 from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
 from app.service.memories import MemoryService
+from app.service.recall import SessionRecall
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 from app.settings import Settings
@@ -117,6 +118,7 @@ class Container:
     erasures: ErasureService
     erasure_worker: ErasureWorker
     findings: FindingsCache
+    recall: SessionRecall
     model: OpenAIChatSummarizer | None = None  # the compaction model, when configured
 
     @classmethod
@@ -142,13 +144,24 @@ class Container:
         scanner, findings = Prefiltered(ALL_DETECTORS), FindingsCache()
         (scan,) = cached((scanner,), findings)
         metrics = Metrics()
+        memory_svc = MemoryService(
+            PgMemoryStore(db), embedder, secret=SECRET_DETECTORS, pii=PII_DETECTORS,
+            pins=RedisPinSnapshots(redis, prefix=settings.redis_prefix,
+                                   ttl_s=settings.session_tail_ttl_s),
+            k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
+            count_tokens=count)
+        archive = PgSessionArchive(db)
+        recall = SessionRecall(archive=archive, embedder=embedder,
+                               memories=memory_svc if settings.session_fact_candidates
+                               else None)
         session_svc = SessionService(
-            PgSessionArchive(db),
+            archive,
             RedisSessionTail(redis, prefix=settings.redis_prefix,
                              max_len=settings.session_tail_len,
                              ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
                              detectors=fingerprint()),
-            tail_len=settings.session_tail_len, count_tokens=count, scan=scan)
+            tail_len=settings.session_tail_len, count_tokens=count, scan=scan,
+            appended=recall.appended)
         task_svc = TaskService(PgTaskStore(db),
                                retention_days=settings.task_checkpoint_retention_days)
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
@@ -156,12 +169,6 @@ class Container:
                                    revoked_policy=settings.bundle_revoked_policy)
         kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer, detectors=fingerprint())
         mstore = PgManifestStore(db)
-        memory_svc = MemoryService(
-            PgMemoryStore(db), embedder, secret=SECRET_DETECTORS, pii=PII_DETECTORS,
-            pins=RedisPinSnapshots(redis, prefix=settings.redis_prefix,
-                                   ttl_s=settings.session_tail_ttl_s),
-            k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
-            count_tokens=count)
         model = make_summarizer(settings)
         compaction_svc = CompactionService(
             sessions=session_svc, tasks=task_svc, store=PgCompactionStore(db),
@@ -208,7 +215,8 @@ class Container:
             manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
             erasures=erasure_svc,
-            erasure_worker=ErasureWorker(erasure_svc), findings=findings, model=model)
+            erasure_worker=ErasureWorker(erasure_svc), findings=findings, recall=recall,
+            model=model)
 
     async def readiness(self) -> dict[str, bool]:
         async def pg() -> bool:
@@ -223,6 +231,7 @@ class Container:
     async def close(self) -> None:
         await self.erasure_worker.stop()
         await self.compactions.aclose()  # background jobs first: they use the stores
+        await self.recall.aclose()
         if self.model is not None:
             await self.model.aclose()
         await self.redis.aclose()  # type: ignore[attr-defined]

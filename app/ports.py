@@ -47,6 +47,29 @@ class NewKey:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptQuery:
+    """A search of the caller's own sessions: by words and, with an embedding, by meaning."""
+
+    tenant_id: str
+    user_id: str
+    session_id: str | None  # None: a stateless turn (only ``all``/``agent`` open anything)
+    agent_id: str | None  # the agent a new session would belong to (``agent`` visibility)
+    visibility: Visibility
+    text: str
+    embedding: Sequence[float] | None
+    embedder: str | None  # only events this model embedded are compared with ``embedding``
+    limit: int  # per ranker
+    exclude_current: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenantSettings:
+    """What a tenant's admin sets for all of its turns."""
+
+    default_session_visibility: Visibility = Visibility.TREE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KeyInfo:
     """A key as listed: what it may do and when it was made or revoked, never its secret or
     the secret's hash."""
@@ -219,6 +242,8 @@ class KeyStore(Protocol):
         ...
     async def principal(self, *, key_hash: bytes) -> Principal | None: ...
     async def set_assertion_policy(self, *, tenant_id: str, policy: AssertionPolicy) -> None: ...
+    async def tenant_settings(self, *, tenant_id: str) -> TenantSettings: ...
+    async def set_tenant_settings(self, *, tenant_id: str, settings: TenantSettings) -> None: ...
 
 
 class SessionArchive(Protocol):
@@ -241,12 +266,18 @@ class SessionArchive(Protocol):
         self, *, tenant_id: str, session_id: str, after_seq: int, limit: int
     ) -> list[SessionEvent]: ...
     async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]: ...
-    async def search(self, *, tenant_id: str, session_id: str, user_id: str,
-                     visibility: Visibility, query: str, limit: int, exclude_current: bool
-                     ) -> list[TranscriptHit]:
-        """Transcript search over the sessions ``visibility`` opens from ``session_id`` to
-        ``user_id`` (its owner, checked by the caller), in one statement."""
+    async def search(self, *, query: TranscriptQuery) -> list[TranscriptHit]:
+        """Transcript search over the sessions ``query.visibility`` opens to its user (the
+        owner of ``session_id`` when it exists, checked by the caller): the full-text hits
+        ranked, then — with an embedding — the nearest events this embedder embedded."""
         ...
+    async def unembedded(self, *, tenant_id: str, session_id: str, limit: int
+                         ) -> list[tuple[int, str]]:
+        """(seq, content) of the session's searchable events not embedded yet, oldest first."""
+        ...
+    async def set_embeddings(self, *, tenant_id: str, session_id: str,
+                             embeddings: Sequence[tuple[int, Sequence[float]]], embedder: str
+                             ) -> None: ...
 
 
 class SessionTail(Protocol):

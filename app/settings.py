@@ -48,7 +48,12 @@ class Settings(BaseSettings):
     # retrieval_chunk_tokens, at least knowledge_k, at most 100; a request may set its own.
     knowledge_k: int = 8
     retrieval_chunk_tokens: int = Field(default=64, ge=1)
-    session_k: int = 4  # transcript hits from the caller's other sessions
+    # Transcript hits per ranker from the caller's other sessions, at the smallest budget;
+    # a larger budget reads deeper (app.core.retrieval.budget_depth).
+    session_k: int = 4
+    # What a user states about themselves in a session ("I prefer…") is proposed to the
+    # memory write gate in the background (app.service.recall); off: sessions never do.
+    session_fact_candidates: bool = True
     memory_k: int = 5  # recalled memories per ranker
     memory_revalidate_days: int = 90  # a fact not confirmed since is down-ranked, flagged
     memory_default_ttl_days: int = 90  # expiry of evidence-backed facts written without one

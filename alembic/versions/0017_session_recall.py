@@ -10,7 +10,8 @@ Create Date: 2026-12-04
   partial index ``session_events_unembedded`` is the embedding queue. There is no ANN index:
   a search is bounded to one user's visible sessions (at most 1,000), where an exact scan
   over their events is both correct and small, and an HNSW index filtered that narrowly would
-  return too few rows.
+  return too few rows. The app role gets UPDATE on these two columns only: the archive stays
+  append-only.
 - ``session_events.tsv_en``: the normalized text under the ``english`` configuration, as
   0015 gave knowledge chunks ("research" matches "researching"; stop words never match).
 - ``tenant_settings.default_session_visibility``: how far a turn that names no visibility
@@ -110,7 +111,9 @@ def _context() -> tuple[str, str]:
 
 def upgrade() -> None:
     schema, role = _context()
-    statements = [*DDL, f"DROP FUNCTION {PRINCIPAL}", _principal(schema, with_settings=True),
+    # The archive stays append-only for the app role: it may fill in a vector, nothing else.
+    statements = [*DDL, f'GRANT UPDATE (embedding, embedder) ON session_events TO "{role}"',
+                  f"DROP FUNCTION {PRINCIPAL}", _principal(schema, with_settings=True),
                   *_settings_functions(schema),
                   *_grants((PRINCIPAL, SETTINGS_SET, SETTINGS_GET), role)]
     for statement in statements:
@@ -124,6 +127,7 @@ def downgrade() -> None:
                   f"DROP FUNCTION {PRINCIPAL}", _principal(schema, with_settings=False),
                   *_grants((PRINCIPAL,), role),
                   "DROP TABLE IF EXISTS tenant_settings",
+                  f'REVOKE UPDATE (embedding, embedder) ON session_events FROM "{role}"',
                   "ALTER TABLE session_events DROP COLUMN IF EXISTS tsv_en",
                   "DROP INDEX IF EXISTS session_events_unembedded",
                   "ALTER TABLE session_events DROP COLUMN IF EXISTS embedder",

@@ -44,7 +44,7 @@ from app.core.model import (
 )
 from app.core.registry import BundleFile, BundleRevision
 from app.core.retrieval import POOL_MAX
-from app.ports import ClientChunk, DocumentInfo, NewDocument, NewEvent
+from app.ports import ClientChunk, DocumentInfo, NewDocument, NewEvent, TenantSettings
 
 INT32_MAX = 2**31 - 1  # sequence numbers and revisions are PostgreSQL integers
 
@@ -152,6 +152,27 @@ class TenantIdentityIn(Wire):
         return AssertionPolicy(require=self.require_assertion, algorithm=self.algorithm,
                                key_material=self.key, issuer=self.issuer,
                                audience=self.audience)
+
+
+class TenantSettingsBody(Wire):
+    """A tenant's settings for all of its turns."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"default_session_visibility": "agent"}]})
+
+    default_session_visibility: VisibilityName = Field(
+        "tree", description="How far a turn that names no session_visibility reads the "
+        "user's other sessions; each key's max_session_visibility still caps it. 'tree' "
+        "(this session and those it spawned) is the fail-closed default: widening it to "
+        "'agent' or 'all' is what lets a new session recall earlier ones.")
+
+    def to_domain(self) -> TenantSettings:
+        return TenantSettings(
+            default_session_visibility=Visibility.parse(self.default_session_visibility))
+
+    @classmethod
+    def of(cls, settings: TenantSettings) -> TenantSettingsBody:
+        return cls(default_session_visibility=settings.default_session_visibility.label)
 
 
 class KeyCreated(BaseModel):

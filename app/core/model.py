@@ -143,6 +143,9 @@ class Principal:
     max_data_level: DataLevel
     domains: tuple[str, ...] | None  # None: every domain of the tenant
     max_session_visibility: Visibility = Visibility.TREE
+    # The tenant's default for a turn that names no visibility (``tree`` unless the tenant
+    # widened it); the key's cap still bounds it.
+    default_session_visibility: Visibility = Visibility.TREE
     assertion: AssertionPolicy | None = None
 
 
@@ -471,7 +474,9 @@ class TranscriptHit:
 
     session_id: str
     event: SessionEvent
-    rank: int
+    rank: int  # 1-based, within its ranker
+    ranker: str = "fts"  # "fts" (words) | "vector" (meaning)
+    similarity: float | None = None  # cosine to the query, for the vector ranker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

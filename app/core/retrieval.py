@@ -40,6 +40,9 @@ from app.core.refs import doc_ref, event_ref, memory_ref, session_ref
 
 STALE_RANK_PENALTY = 20  # ranks a stale memory is pushed back by before fusion
 POOL_MAX = 100  # candidates one ranker returns per layer and turn, at most
+# A transcript hit's ranker as the manifest names it: words stay "transcript" (what manifests
+# have always said), meaning is "transcript_vector".
+_TRANSCRIPT_RANKER = {"fts": "transcript", "vector": "transcript_vector"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,15 +72,17 @@ class RetrievalPlan:
                 Layer.USER: self.memory, Layer.TEAM: self.memory}
 
 
-def knowledge_depth(budget: Budget, dynamic_share: float, *, chunk_tokens: int,
+def budget_depth(budget: Budget, dynamic_share: float, *, chunk_tokens: int,
                     minimum: int) -> int:
-    """How many chunks the dynamic section's share of ``budget`` can hold, within
-    ``[min(minimum, POOL_MAX), POOL_MAX]``.
+    """How many chunk-sized items the dynamic section's share of ``budget`` can hold,
+    within ``[min(minimum, POOL_MAX), POOL_MAX]``: a ranked layer's depth (knowledge chunks,
+    other sessions' events), so a larger budget reads deeper and the budget stage, not a
+    constant, decides what fits.
 
-    >>> knowledge_depth(Budget(max_tokens=40_000, reserve_output=1000), 0.45,
+    >>> budget_depth(Budget(max_tokens=40_000, reserve_output=1000), 0.45,
     ...                 chunk_tokens=64, minimum=8)
     100
-    >>> knowledge_depth(Budget(max_tokens=2000, reserve_output=500), 0.45,
+    >>> budget_depth(Budget(max_tokens=2000, reserve_output=500), 0.45,
     ...                 chunk_tokens=64, minimum=8)
     11
     """
@@ -90,14 +95,17 @@ def retrieval_plan(budget: Budget, dynamic_share: float, asked: RetrievalLimits 
                    defaults: RetrievalDefaults) -> RetrievalPlan:
     """The turn's depth per layer: what the request asked, else the budget-sized default."""
     asked = asked or RetrievalLimits()
-    knowledge = asked.knowledge if asked.knowledge is not None else knowledge_depth(
-        budget, dynamic_share, chunk_tokens=defaults.chunk_tokens,
-        minimum=defaults.knowledge_min)
+
+    def sized(minimum: int) -> int:
+        return budget_depth(budget, dynamic_share, chunk_tokens=defaults.chunk_tokens,
+                            minimum=minimum)
+
     return RetrievalPlan(
-        knowledge=min(POOL_MAX, knowledge),
+        knowledge=min(POOL_MAX, asked.knowledge if asked.knowledge is not None
+                      else sized(defaults.knowledge_min)),
         memory=min(POOL_MAX, asked.memory if asked.memory is not None else defaults.memory),
         session=min(POOL_MAX, asked.session if asked.session is not None
-                    else defaults.session),
+                    else sized(defaults.session)),
         floor=asked.min_score if asked.min_score is not None else defaults.floor)
 
 
@@ -146,10 +154,19 @@ def transcript_candidates(
     hits: Iterable[TranscriptHit], *, tenant_id: str, owner_user_id: str,
     count_tokens: Callable[[str], int],
 ) -> list[Candidate]:
-    """Matches from the caller's *other* visible sessions: evidence, fenced as data."""
-    return [
-        Candidate(
-            ref=event_ref(h.session_id, h.event.seq),
+    """Matches from the caller's *other* visible sessions: evidence, fenced as data. An
+    event found both by words and by meaning is one candidate with both ranks (the relevance
+    guard fuses them, as it does knowledge's two rankers) and its similarity."""
+    by_ref: dict[str, list[TranscriptHit]] = {}
+    for h in hits:
+        by_ref.setdefault(event_ref(h.session_id, h.event.seq), []).append(h)
+    out: list[Candidate] = []
+    for ref in sorted(by_ref):
+        group = by_ref[ref]
+        h = group[0]
+        sims = [x.similarity for x in group if x.similarity is not None]
+        out.append(Candidate(
+            ref=ref,
             kind=Kind.RETRIEVAL,
             layer=Layer.SESSION,
             section=Section.DYNAMIC,
@@ -164,11 +181,11 @@ def transcript_candidates(
             freshness=Freshness(observed_at=h.event.created_at, revision=f"seq{h.event.seq}"),
             tokens=count_tokens(h.event.content),
             priority=30,
-            scores=(("transcript", h.rank),),
+            scores=tuple(sorted((_TRANSCRIPT_RANKER[x.ranker], x.rank) for x in group)),
+            similarity=max(sims) if sims else None,
             reason="transcript search",
-        )
-        for h in hits
-    ]
+        ))
+    return out
 
 
 def instruction_candidate(

@@ -5,7 +5,8 @@ store query is bounded by, or raises ``ForbiddenScope``. The tenant always comes
 never from the body. The key caps the turn: only a ``runtime`` key may assemble; the requested
 ``data_level`` may not exceed the key's maximum; a domain-restricted key must name one of its
 domains (a restricted key asking for no domain would widen its reach, so that is forbidden too);
-``session_visibility`` may not exceed the key's cap and defaults to ``tree`` (or the cap).
+``session_visibility`` may not exceed the key's cap and defaults to the tenant's default
+(``tree`` unless the tenant widened it), bounded by the cap.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _check_allowed(principal: Principal, request: TurnRequest) -> None:
 def _visibility(principal: Principal, request: TurnRequest) -> Visibility:
     cap = principal.max_session_visibility
     if request.session_visibility is None:
-        return min(Visibility.TREE, cap)
+        return min(principal.default_session_visibility, cap)
     if request.session_visibility > cap:
         raise ForbiddenScope(
             f"session_visibility {request.session_visibility.label!r} exceeds the key's "

@@ -282,10 +282,9 @@ class Assembler:
                                             tenant_id=scope.tenant_id,
                                             count_tokens=self._count, now=now)
         out += knowledge_candidates(got.hits, count_tokens=self._count)
-        if got.transcript and got.session_owner is not None:
-            out += transcript_candidates(got.transcript, tenant_id=scope.tenant_id,
-                                         owner_user_id=got.session_owner,
-                                         count_tokens=self._count)
+        # The transcript search reads only the caller's own sessions (a new session's too).
+        out += transcript_candidates(got.transcript, tenant_id=scope.tenant_id,
+                                     owner_user_id=scope.user_id, count_tokens=self._count)
         out += memory_candidates(got.memories, now=now, revalidate_after=self._revalidate,
                                  count_tokens=self._count)
         out.append(query_candidate(scope, req.query, scope.tenant_id, self._count))

@@ -72,7 +72,6 @@ class _Session:
     owner: str | None = None
     tail: list[SessionEvent] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
-    transcript: list[TranscriptHit] = field(default_factory=list)
     latest: StoredCompaction | None = None
 
 
@@ -118,10 +117,8 @@ class Collector:
             if info is None:
                 return _Session()
             history = self._session_candidates(scope, tail[-self._history:], info.user_id)
-            found, latest = await asyncio.gather(
-                self._transcript(scope, req, plan.session), self._latest(scope, req, history))
             return _Session(owner=info.user_id, tail=tail, candidates=history,
-                            transcript=found, latest=latest)
+                            latest=await self._latest(scope, req, history))
 
         async def task() -> TaskCheckpoint | None:
             if scope.task_id is None:
@@ -149,6 +146,23 @@ class Collector:
                 self._memories.recall(scope, req.query, await embedding, plan.memory),
                 self._memories.pins(scope))
 
+        async def transcript() -> list[TranscriptHit]:
+            """The user's other sessions, by words and meaning: read beside this session's
+            own reads, not after them, so a brand-new session recalls too. The search is
+            bounded to the caller's own sessions by its SQL; another user's session_id fails
+            the turn in ``session()``."""
+            if not self._transcript_open(scope) or plan.session <= 0:
+                return []
+            # A client's query vector may come from another model than the server's event
+            # vectors: then only words are compared.
+            server_vector = req.query_embedding is None
+            return await self._sessions.search_owned(
+                tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id,
+                visibility=scope.session_visibility, query=req.query, limit=plan.session,
+                exclude_current=True, agent_id=req.agent_id,
+                embedding=await embedding if server_vector else None,
+                embedder=self._embedder.model if server_vector else None)
+
         async def text() -> list[KnowledgeHit]:
             return await self._knowledge.search_text(
                 query=self._query(scope, req, None, plan.knowledge))
@@ -165,15 +179,16 @@ class Collector:
         admission = asyncio.ensure_future(bundle())
         try:
             async with self._reads(scope.tenant_id):
-                sess, checkpoint, vhits, thits, (mhits, pins), own = await asyncio.gather(
-                    session(), task(), vector(), text(), memories(), state())
+                sess, checkpoint, vhits, thits, (mhits, pins), (own, found) = \
+                    await asyncio.gather(session(), task(), vector(), text(), memories(),
+                                         asyncio.gather(state(), transcript()))
             admitted = await admission
         finally:
             embedding.cancel()
             admission.cancel()
         return Collected(tail=sess.tail, session_owner=sess.owner, session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
-                         transcript=sess.transcript, bundle=admitted, memories=mhits, pins=pins,
+                         transcript=found, bundle=admitted, memories=mhits, pins=pins,
                          state=own if sess.owner == scope.user_id else None, plan=plan)
 
     def plan(self, req: TurnRequest) -> RetrievalPlan:
@@ -181,15 +196,13 @@ class Collector:
         return retrieval_plan(req.budget, self._config.shares.get(Section.DYNAMIC, 0.0),
                               req.retrieval, self._defaults)
 
-    async def _transcript(self, scope: Scope, req: TurnRequest, limit: int
-                          ) -> list[TranscriptHit]:
-        if scope.session_id is None or scope.session_visibility <= Visibility.SELF \
-                or limit <= 0:
-            return []
-        return await self._sessions.search_owned(
-            tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id,
-            visibility=scope.session_visibility, query=req.query, limit=limit,
-            exclude_current=True)
+    @staticmethod
+    def _transcript_open(scope: Scope) -> bool:
+        """Whether the turn's visibility opens any session but its own: ``tree`` and wider
+        with a session; ``agent`` and ``all`` without one (a stateless turn)."""
+        if scope.session_id is None:
+            return scope.session_visibility >= Visibility.AGENT
+        return scope.session_visibility > Visibility.SELF
 
     async def _latest(self, scope: Scope, req: TurnRequest, history: list[Candidate]
                       ) -> StoredCompaction | None:

@@ -7,7 +7,7 @@ import secrets
 
 from app.core.errors import NotFound, Unauthorized
 from app.core.model import AssertionPolicy, Principal
-from app.ports import KeyInfo, KeyStore, NewKey
+from app.ports import KeyInfo, KeyStore, NewKey, TenantSettings
 from app.service.identity import check_policy
 
 KEY_PREFIX = "cgk_"
@@ -47,3 +47,9 @@ class KeyService:
     async def set_assertion_policy(self, tenant_id: str, policy: AssertionPolicy) -> None:
         check_policy(policy)
         await self._store.set_assertion_policy(tenant_id=tenant_id, policy=policy)
+
+    async def tenant_settings(self, tenant_id: str) -> TenantSettings:
+        return await self._store.tenant_settings(tenant_id=tenant_id)
+
+    async def set_tenant_settings(self, tenant_id: str, settings: TenantSettings) -> None:
+        await self._store.set_tenant_settings(tenant_id=tenant_id, settings=settings)

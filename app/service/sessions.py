@@ -11,26 +11,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from app.core.candidates import CountTokens, with_derived
 from app.core.errors import NotFound
 from app.core.guards.safety import Detector
 from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
 from app.core.tail import is_complete
-from app.ports import NewEvent, SessionArchive, SessionOwner, SessionTail
+from app.ports import NewEvent, SessionArchive, SessionOwner, SessionTail, TranscriptQuery
 
 log = logging.getLogger(__name__)
 
 
+# Told of every acknowledged append (tenant, session, owner, the stored events); returns at
+# once and never fails the append (``app.service.recall.SessionRecall.appended``).
+AppendListener = Callable[[str, str, SessionOwner, Sequence[SessionEvent]], None]
+
+
 class SessionService:
     def __init__(self, archive: SessionArchive, tail: SessionTail, *, tail_len: int,
-                 count_tokens: CountTokens, scan: Detector) -> None:
+                 count_tokens: CountTokens, scan: Detector,
+                 appended: AppendListener | None = None) -> None:
         self._archive = archive
         self._tail = tail
         self._tail_len = tail_len
         self._count = count_tokens
         self._scan = scan
+        self._appended = appended
 
     def _derived(self, events: Sequence[SessionEvent]) -> list[SessionEvent]:
         """The last ``tail_len`` events with their tokens and findings, as the tail keeps them."""
@@ -41,7 +48,7 @@ class SessionService:
     ) -> list[int]:
         _, stored = await self._archive.append(
             tenant_id=tenant_id, session_id=session_id, owner=owner, events=events)
-        await self._cache(tenant_id, session_id, stored)
+        await self._cache(tenant_id, session_id, owner, stored)
         return [e.seq for e in stored]
 
     async def append_for_turn(
@@ -59,11 +66,13 @@ class SessionService:
             tenant_id=tenant_id, session_id=session_id, owner=owner, events=events,
             turn_id=turn_id, request_sha256=request_sha256)
         if done.fresh:
-            await self._cache(tenant_id, session_id, done.stored)
+            await self._cache(tenant_id, session_id, owner, done.stored)
         return done.seqs
 
-    async def _cache(self, tenant_id: str, session_id: str,
+    async def _cache(self, tenant_id: str, session_id: str, owner: SessionOwner,
                      stored: Sequence[SessionEvent]) -> None:
+        if self._appended is not None and stored:
+            self._appended(tenant_id, session_id, owner, stored)
         try:
             await self._tail.append(tenant_id=tenant_id, session_id=session_id,
                                     events=self._derived(stored))
@@ -105,14 +114,19 @@ class SessionService:
                                        user_id=user_id, visibility=visibility, query=query,
                                        limit=limit, exclude_current=exclude_current)
 
-    async def search_owned(self, *, tenant_id: str, session_id: str, user_id: str,
+    async def search_owned(self, *, tenant_id: str, session_id: str | None, user_id: str,
                            visibility: Visibility, query: str, limit: int,
-                           exclude_current: bool = False) -> list[TranscriptHit]:
-        """``search`` for a caller that has just checked ``user_id`` owns the session (a
-        turn's ``hot_tail`` did): the archive is not asked the same question twice."""
-        return await self._archive.search(
-            tenant_id=tenant_id, session_id=session_id, user_id=user_id, visibility=visibility,
-            query=query, limit=limit, exclude_current=exclude_current)
+                           exclude_current: bool = False, agent_id: str | None = None,
+                           embedding: Sequence[float] | None = None,
+                           embedder: str | None = None) -> list[TranscriptHit]:
+        """``search`` for a caller that has checked ``user_id`` owns the session, or for
+        whom it does not exist yet (a turn's ``hot_tail`` raises otherwise): the archive is
+        not asked the same question twice. With ``embedding`` (made by ``embedder``) it
+        also searches by meaning."""
+        return await self._archive.search(query=TranscriptQuery(
+            tenant_id=tenant_id, user_id=user_id, session_id=session_id, agent_id=agent_id,
+            visibility=visibility, text=query, embedding=embedding, embedder=embedder,
+            limit=limit, exclude_current=exclude_current))
 
     async def hot_tail(
         self, *, tenant_id: str, session_id: str, user_id: str

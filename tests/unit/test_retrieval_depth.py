@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from app.core.model import Budget, Layer, RetrievalLimits
-from app.core.retrieval import POOL_MAX, RetrievalDefaults, knowledge_depth, retrieval_plan
+from app.core.retrieval import POOL_MAX, RetrievalDefaults, budget_depth, retrieval_plan
 
 DEFAULTS = RetrievalDefaults(knowledge_min=8, chunk_tokens=64, memory=5, session=4, floor=0.15)
 
 
 def test_depth_is_what_the_dynamic_share_holds_between_the_minimum_and_the_pool() -> None:
     def depth(max_tokens: int) -> int:
-        return knowledge_depth(Budget(max_tokens=max_tokens, reserve_output=0), 0.5,
+        return budget_depth(Budget(max_tokens=max_tokens, reserve_output=0), 0.5,
                                chunk_tokens=100, minimum=8)
     assert depth(1000) == 8  # 5 chunks fit: the minimum
     assert depth(4000) == 20
@@ -23,7 +23,10 @@ def test_depth_grows_with_the_budget() -> None:
     large = retrieval_plan(Budget(max_tokens=40_000, reserve_output=0), 0.45, None, DEFAULTS)
     assert small.knowledge == 15  # ceil(900 / 64)
     assert large.knowledge == POOL_MAX
-    assert (small.memory, small.session, small.floor) == (5, 4, 0.15)
+    # Other sessions' events are read as deep as the same share holds (issue 17: not a
+    # constant 4); the memory layer keeps its own bound.
+    assert (small.session, large.session) == (15, POOL_MAX)
+    assert (small.memory, small.floor) == (5, 0.15)
 
 
 def test_a_request_sets_every_layer_and_the_floor() -> None:

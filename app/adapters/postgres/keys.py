@@ -13,7 +13,7 @@ import secrets
 
 from app.adapters.postgres.db import Database, Sql
 from app.core.model import AssertionPolicy, DataLevel, Principal, Role, Visibility
-from app.ports import KeyInfo, NewKey
+from app.ports import KeyInfo, NewKey, TenantSettings
 
 CREATE_SQL = (
     "SELECT ctxgate_key_create(:key_id, :tenant_id, :name, :role, "
@@ -27,10 +27,12 @@ LIST_SQL = (
 )
 PRINCIPAL_SQL = (
     "SELECT key_id, tenant_id, role, max_data_level, domains, max_session_visibility, "
-    "require_assertion, algorithm, key_material, issuer, audience "
+    "require_assertion, algorithm, key_material, issuer, audience, default_session_visibility "
     "FROM ctxgate_key_principal(:key_hash)"
 )
 
+SETTINGS_SET_SQL = "SELECT ctxgate_tenant_settings_set(:tenant_id, :default_session_visibility)"
+SETTINGS_GET_SQL = "SELECT default_session_visibility FROM ctxgate_tenant_settings_get(:tenant_id)"
 IDENTITY_SQL = (
     "SELECT ctxgate_tenant_identity_set(:tenant_id, :require, :algorithm, :key_material, "
     ":issuer, :audience)"
@@ -38,6 +40,7 @@ IDENTITY_SQL = (
 
 _CREATE, _REVOKE, _PRINCIPAL = Sql(CREATE_SQL), Sql(REVOKE_SQL), Sql(PRINCIPAL_SQL)
 _IDENTITY, _LIST = Sql(IDENTITY_SQL), Sql(LIST_SQL)
+_SETTINGS_SET, _SETTINGS_GET = Sql(SETTINGS_SET_SQL), Sql(SETTINGS_GET_SQL)
 
 
 def new_key_id() -> str:
@@ -89,6 +92,8 @@ class PgKeyStore:
             max_data_level=DataLevel(row.max_data_level),
             domains=tuple(row.domains) if row.domains is not None else None,
             max_session_visibility=Visibility.parse(row.max_session_visibility),
+            default_session_visibility=Visibility.parse(
+                row.default_session_visibility or Visibility.TREE.label),
             assertion=None if row.algorithm is None else AssertionPolicy(
                 require=bool(row.require_assertion), algorithm=row.algorithm,
                 key_material=row.key_material, issuer=row.issuer, audience=row.audience),
@@ -100,3 +105,14 @@ class PgKeyStore:
                 "tenant_id": tenant_id, "require": policy.require,
                 "algorithm": policy.algorithm, "key_material": policy.key_material,
                 "issuer": policy.issuer, "audience": policy.audience})
+
+    async def tenant_settings(self, *, tenant_id: str) -> TenantSettings:
+        async with self._db.unscoped_tx() as conn:
+            value = await conn.fetchval(_SETTINGS_GET, {"tenant_id": tenant_id})
+        return TenantSettings(default_session_visibility=Visibility.parse(str(value)))
+
+    async def set_tenant_settings(self, *, tenant_id: str, settings: TenantSettings) -> None:
+        async with self._db.unscoped_tx() as conn:
+            await conn.execute(_SETTINGS_SET, {
+                "tenant_id": tenant_id,
+                "default_session_visibility": settings.default_session_visibility.label})

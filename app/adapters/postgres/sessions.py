@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.adapters.postgres.codec import dumps
+from app.adapters.postgres.codec import dumps, vector_literal
 from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
 from app.core.errors import Conflict, NotFound
 from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
-from app.ports import NewEvent, SessionOwner, TurnAppend
+from app.ports import NewEvent, SessionOwner, TranscriptQuery, TurnAppend
 
 _SESSION_COLS = "tenant_id, session_id, user_id, agent_id, parent_session_id, last_seq"
 _EVENT_COLS = "seq, type, role, content, call_id, name, arguments, is_error, created_at"
@@ -65,7 +65,9 @@ SELECT {_EVENT_COLS} FROM (
     ORDER BY seq DESC LIMIT :n
 ) AS last_n ORDER BY seq
 """  # noqa: S608 - constant fragments, values are bound
-# Which sessions a turn may read, by visibility; always only the caller's own sessions.
+# Which sessions a turn may read, by visibility; always only the caller's own sessions. A
+# session that does not exist yet (the first turn of a new one) opens what its request would:
+# no tree, the request's agent, or all of the user's sessions.
 VISIBLE_SQL = {
     Visibility.SELF: """
 SELECT session_id FROM sessions
@@ -84,11 +86,12 @@ SELECT session_id FROM tree LIMIT 1000
     Visibility.AGENT: """
 SELECT session_id FROM sessions
 WHERE tenant_id = :tenant_id AND user_id = :user_id
-  AND agent_id IS NOT DISTINCT FROM (
-      SELECT agent_id FROM sessions
-      WHERE tenant_id = :tenant_id AND session_id = :session_id AND user_id = :user_id)
-  AND EXISTS (SELECT 1 FROM sessions WHERE tenant_id = :tenant_id
-              AND session_id = :session_id AND user_id = :user_id)
+  -- the existing session's agent (NULL included: hence the one-element array), else the
+  -- request's
+  AND agent_id IS NOT DISTINCT FROM (coalesce(
+      (SELECT ARRAY[agent_id] FROM sessions
+       WHERE tenant_id = :tenant_id AND session_id = :session_id AND user_id = :user_id),
+      ARRAY[CAST(:agent_id AS text)]))[1]
 ORDER BY updated_at DESC LIMIT 1000
 """,
     Visibility.ALL: """
@@ -96,16 +99,43 @@ SELECT session_id FROM sessions WHERE tenant_id = :tenant_id AND user_id = :user
 ORDER BY updated_at DESC LIMIT 1000
 """,
 }
-# The visible sessions and the search in one statement: one transaction per turn, not two.
+_OTHER_THAN_CURRENT = """
+  AND NOT (CAST(:exclude_current AS boolean)
+           AND e.session_id IS NOT DISTINCT FROM CAST(:session_id AS text))"""
+# The visible sessions and the search in one statement: one round trip per ranker. Words
+# match exactly (``tsv``: CJK bigrams, identifiers) or stemmed (``tsv_en``); an event scores
+# the better of the two, as knowledge chunks do.
 SEARCH_SQL = {v: f"""
 SELECT e.session_id, {", ".join("e." + c for c in _EVENT_COLS.split(", "))},
-       ts_rank_cd(e.tsv, q) AS rank
-FROM session_events e, to_tsquery('simple', :tsquery) AS q
-WHERE e.tenant_id = :tenant_id AND e.session_id IN ({visible})
-  AND NOT (CAST(:exclude_current AS boolean) AND e.session_id = :session_id)
-  AND e.tsv @@ q
+       greatest(ts_rank_cd(e.tsv, q), ts_rank_cd(e.tsv_en, en)) AS rank
+FROM session_events e, to_tsquery('simple', :tsquery) AS q,
+     to_tsquery('english', :tsquery) AS en
+WHERE e.tenant_id = :tenant_id AND e.session_id IN ({visible}){_OTHER_THAN_CURRENT}
+  AND (e.tsv @@ q OR e.tsv_en @@ en)
 ORDER BY rank DESC, e.session_id, e.seq LIMIT :limit
 """ for v, visible in VISIBLE_SQL.items()}  # noqa: S608 - constant fragments, values are bound
+# By meaning: an exact scan of the visible sessions' events that this embedder embedded (no
+# ANN index: one user's sessions are few enough, and an index filtered this narrowly returns
+# too few rows; migration 0017).
+NEAREST_SQL = {v: f"""
+SELECT e.session_id, {", ".join("e." + c for c in _EVENT_COLS.split(", "))},
+       e.embedding <=> CAST(:embedding AS vector) AS distance
+FROM session_events e
+WHERE e.tenant_id = :tenant_id AND e.session_id IN ({visible}){_OTHER_THAN_CURRENT}
+  AND e.embedding IS NOT NULL AND e.embedder = :embedder
+ORDER BY distance, e.session_id, e.seq LIMIT :limit
+""" for v, visible in VISIBLE_SQL.items()}  # noqa: S608 - constant fragments, values are bound
+UNEMBEDDED_SQL = """
+SELECT seq, content FROM session_events
+WHERE tenant_id = :tenant_id AND session_id = :session_id
+  AND embedding IS NULL AND search_text <> ''
+ORDER BY seq LIMIT :limit
+"""
+SET_EMBEDDINGS_SQL = """
+UPDATE session_events e SET embedding = CAST(v.embedding AS vector), embedder = :embedder
+FROM unnest(CAST(:seqs AS integer[]), CAST(:embeddings AS text[])) AS v(seq, embedding)
+WHERE e.tenant_id = :tenant_id AND e.session_id = :session_id AND e.seq = v.seq
+"""
 TURN_APPEND_SQL = """
 SELECT session_id, request_sha256, first_seq, n FROM turn_appends
 WHERE tenant_id = :tenant_id AND turn_id = :turn_id
@@ -119,6 +149,8 @@ RETURNING true
 _INFO, _ALLOCATE, _INSERT = Sql(INFO_SQL), Sql(ALLOCATE_SQL), Sql(INSERT_EVENTS_SQL)
 _TURN, _RECORD_TURN = Sql(TURN_APPEND_SQL), Sql(RECORD_TURN_SQL)
 _SEARCH = {v: Sql(q) for v, q in SEARCH_SQL.items()}
+_NEAREST = {v: Sql(q) for v, q in NEAREST_SQL.items()}
+_UNEMBEDDED, _SET_EMBEDDINGS = Sql(UNEMBEDDED_SQL), Sql(SET_EMBEDDINGS_SQL)
 _EVENTS, _TAIL = Sql(EVENTS_SQL), Sql(TAIL_SQL)
 
 
@@ -244,18 +276,39 @@ class PgSessionArchive:
         async with self._db.read_tx(tenant_id) as conn:
             return [_event(r) for r in await conn.fetch(_EVENTS, params)]
 
-    async def search(self, *, tenant_id: str, session_id: str, user_id: str,
-                     visibility: Visibility, query: str, limit: int, exclude_current: bool
-                     ) -> list[TranscriptHit]:
-        tsquery = fts.tsquery(query)
-        if tsquery is None:
+    async def search(self, *, query: TranscriptQuery) -> list[TranscriptHit]:
+        if query.limit <= 0:
             return []
-        params = {"tenant_id": tenant_id, "session_id": session_id, "user_id": user_id,
-                  "tsquery": tsquery, "limit": limit, "exclude_current": exclude_current}
+        tsquery = fts.tsquery(query.text)
+        params = {"tenant_id": query.tenant_id, "session_id": query.session_id,
+                  "user_id": query.user_id, "agent_id": query.agent_id,
+                  "limit": query.limit, "exclude_current": query.exclude_current}
+        async with self._db.read_tx(query.tenant_id) as conn:
+            words = [] if tsquery is None else await conn.fetch(
+                _SEARCH[query.visibility], {**params, "tsquery": tsquery})
+            near = [] if query.embedding is None or query.embedder is None else \
+                await conn.fetch(_NEAREST[query.visibility], {
+                    **params, "embedding": list(query.embedding), "embedder": query.embedder})
+        return [*(TranscriptHit(session_id=r.session_id, event=_event(r), rank=i,
+                                ranker="fts") for i, r in enumerate(words, start=1)),
+                *(TranscriptHit(session_id=r.session_id, event=_event(r), rank=i,
+                                ranker="vector", similarity=1.0 - float(r.distance))
+                  for i, r in enumerate(near, start=1))]
+
+    async def unembedded(self, *, tenant_id: str, session_id: str, limit: int
+                         ) -> list[tuple[int, str]]:
+        params = {"tenant_id": tenant_id, "session_id": session_id, "limit": limit}
         async with self._db.read_tx(tenant_id) as conn:
-            rows = await conn.fetch(_SEARCH[visibility], params)
-            return [TranscriptHit(session_id=r.session_id, event=_event(r), rank=i + 1)
-                    for i, r in enumerate(rows)]
+            return [(r.seq, r.content) for r in await conn.fetch(_UNEMBEDDED, params)]
+
+    async def set_embeddings(self, *, tenant_id: str, session_id: str,
+                             embeddings: Sequence[tuple[int, Sequence[float]]], embedder: str
+                             ) -> None:
+        params = {"tenant_id": tenant_id, "session_id": session_id, "embedder": embedder,
+                  "seqs": [seq for seq, _ in embeddings],
+                  "embeddings": [vector_literal(v) for _, v in embeddings]}
+        async with self._db.tenant_tx(tenant_id) as conn:
+            await conn.execute(_SET_EMBEDDINGS, params)
 
     async def tail(self, *, tenant_id: str, session_id: str, n: int) -> list[SessionEvent]:
         params = {"tenant_id": tenant_id, "session_id": session_id, "n": n}

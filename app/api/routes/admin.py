@@ -18,6 +18,7 @@ from app.api.schemas import (
     MintedId,
     Problem,
     TenantIdentityIn,
+    TenantSettingsBody,
 )
 from app.core.model import DataLevel, Role, Visibility
 from app.ports import NewKey
@@ -66,4 +67,21 @@ async def set_tenant_identity(tenant_id: Annotated[Id, Path()],
                               container: ContainerDep) -> Response:
     """Require (or stop requiring) signed end-user assertions for a tenant."""
     await container.keys.set_assertion_policy(tenant_id, body.to_domain())
+    return Response(status_code=204)
+
+
+@router.get("/v1/admin/tenants/{tenant_id:path}/settings", response_model=TenantSettingsBody,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def get_tenant_settings(tenant_id: Annotated[Id, Path()], _: PlatformAdminDep,
+                              container: ContainerDep) -> TenantSettingsBody:
+    """A tenant's settings (the defaults when it never set any)."""
+    return TenantSettingsBody.of(await container.keys.tenant_settings(tenant_id))
+
+
+@router.put("/v1/admin/tenants/{tenant_id:path}/settings", status_code=204,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def set_tenant_settings(tenant_id: Annotated[Id, Path()], body: TenantSettingsBody,
+                              _: PlatformAdminDep, container: ContainerDep) -> Response:
+    """Set a tenant's defaults: its turns' session visibility, still capped by each key."""
+    await container.keys.set_tenant_settings(tenant_id, body.to_domain())
     return Response(status_code=204)

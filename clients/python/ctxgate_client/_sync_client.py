@@ -74,6 +74,7 @@ from ctxgate_client.models import (
     Role,
     RuntimeName,
     SessionType,
+    TenantSettings,
     ToolEffect,
     TranscriptSearch,
     Trust,
@@ -89,7 +90,8 @@ class CtxgateClient:
     """A client of one ctxgate server, with one key.
 
     ``api_key`` is a tenant key (runtime, ops or admin) or, for ``create_key``,
-    ``list_keys``, ``revoke_key`` and ``put_tenant_identity``, the platform admin token.
+    ``list_keys``, ``revoke_key``, ``put_tenant_identity`` and the tenant settings calls,
+    the platform admin token.
     ``user_assertion`` is the signed end-user JWT a tenant may require (sent as
     ``X-Ctxgate-User-Assertion``).
     ``transport`` replaces httpx's network transport (e.g. ``httpx.ASGITransport(app)`` to
@@ -521,6 +523,20 @@ class CtxgateClient:
             idempotent=True,
             body=body(require_assertion=require_assertion, algorithm=algorithm, key=key,
                       issuer=issuer, audience=audience)))
+
+    def get_tenant_settings(self, tenant_id: str) -> TenantSettings:
+        """GET /v1/admin/tenants/{tenant}/settings: the tenant's defaults for its turns."""
+        return self._send(Call(
+            method="GET", path=path("/v1/admin/tenants/{}/settings", tenant_id),
+            read=model(TenantSettings), idempotent=True))
+
+    def put_tenant_settings(self, tenant_id: str, *,
+                                  default_session_visibility: str) -> None:
+        """PUT /v1/admin/tenants/{tenant}/settings: e.g. ``default_session_visibility="all"``
+        lets a new session recall the user's earlier ones (each key's cap still applies)."""
+        return self._send(Call(
+            method="PUT", path=path("/v1/admin/tenants/{}/settings", tenant_id), read=nothing,
+            idempotent=True, body=body(default_session_visibility=default_session_visibility)))
 
     # --- health -----------------------------------------------------------------------------
 

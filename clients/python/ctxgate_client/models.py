@@ -505,6 +505,10 @@ class KeyList(Out):
     keys: list[KeyInfo]
 
 
+class TenantSettings(Out):
+    default_session_visibility: str
+
+
 class Health(Out):
     status: str
 
