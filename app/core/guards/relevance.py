@@ -7,7 +7,8 @@ similarity_baseline=0.75)``
   labels are kept) and their ``(ranker, rank)`` pairs unioned; a ranker listed twice counts once,
   with its best rank, so a duplicate delivery cannot inflate the score.
 * A candidate with scores gets ``score = Σ 1 / (rrf_k + rank)`` (reciprocal rank fusion).
-* A ranked knowledge candidate (the layer the budget sizes) gets a ``relevance`` in 0..1,
+* A ranked knowledge or transcript candidate (the layers the budget sizes) gets a
+  ``relevance`` in 0..1,
   the better of two signals: lexical, the share of the query's terms its text holds
   (``fts.coverage``, stemmed, function words left out), and semantic, its cosine similarity
   rescaled so that ``similarity_baseline`` (what unrelated texts score with the embedder:
@@ -34,7 +35,9 @@ from collections.abc import Callable, Iterable, Mapping
 from app.core import fts
 from app.core.model import Candidate, Drop, DropLayer, Layer, Segment
 
-FLOORED = frozenset({Layer.KNOWLEDGE})  # layers whose ranked candidates face the floor
+# Layers whose ranked candidates face the floor: knowledge, and other sessions' events (whose
+# vector ranker always returns the nearest, related or not). Memories are few and curated.
+FLOORED = frozenset({Layer.KNOWLEDGE, Layer.SESSION})
 NOISE_MARGIN = 0.1
 NOISE_SIMILARITY = 0.3
 
