@@ -82,6 +82,9 @@ class Metrics:
         self.manifest_write_failures = Counter(
             "ctxgate_manifest_write_failures", "Manifests that could not be persisted.",
             registry=r)
+        self.degraded_turns = Counter(
+            "ctxgate_degraded_turns", "Turns answered without an optional dependency (the "
+            "manifest's degraded), per dependency.", ["dependency"], registry=r)
         self.compaction_breaker_open = Counter(
             "ctxgate_compaction_breaker_open",
             "Turns served the uncompressed reference view because the compaction breaker "

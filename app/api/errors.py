@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.adapters.embedders.errors import EmbedderError
+from app.adapters.faults import FAULT_TYPES, dependency_of
 from app.adapters.postgres.db import StoreBusy
 from app.api.schemas import SHAPE_TAGS
 from app.core.errors import (
@@ -35,6 +36,7 @@ from app.ports import SummarizerError
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"
+DEPENDENCY_RETRY_AFTER_S = 2  # a restart or failover takes seconds, not milliseconds
 
 STATUS: dict[type[DomainError], tuple[int, str]] = {
     InvalidRequest: (422, "Invalid request"),
@@ -135,9 +137,31 @@ async def _summarizer(_: Request, exc: Exception) -> Response:
     return response
 
 
-async def _unexpected(_: Request, exc: Exception) -> Response:
+async def _dependency(request: Request, exc: Exception) -> Response:
+    """A store down, restarting or out of connections is the caller's to retry, not a bug:
+    503 with the dependency named. Anything the classifier does not recognise stays a 500.
+    Handled here, not by the catch-all, so the connection is kept (a 500 closes it)."""
+    dependency = dependency_of(exc)
+    if dependency is None:
+        return _internal(exc)
+    log.warning("%s unavailable: %s: %s", dependency, type(exc).__name__, exc)
+    response = problem(503, "dependency-unavailable", "Dependency unavailable",
+                       f"{dependency} is unreachable or restarting; retry",
+                       extra={"dependency": dependency})
+    response.headers["Retry-After"] = str(DEPENDENCY_RETRY_AFTER_S)
+    return response
+
+
+def _internal(exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
     return problem(500, "internal", "Internal error", "an unexpected error occurred")
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Another exception raised from a dependency fault (its cause) is still that fault.
+    if dependency_of(exc) is not None:
+        return await _dependency(request, exc)
+    return _internal(exc)
 
 
 def install(app: FastAPI) -> None:
@@ -147,4 +171,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(EmbedderError, _embedder)
     app.add_exception_handler(StoreBusy, _store_busy)
     app.add_exception_handler(SummarizerError, _summarizer)
+    for fault in FAULT_TYPES:
+        app.add_exception_handler(fault, _dependency)
     app.add_exception_handler(Exception, _unexpected)

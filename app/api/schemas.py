@@ -817,6 +817,10 @@ class ManifestOut(BaseModel):
     render: Literal["openai", "anthropic"] = Field(
         default="openai", description="the rendering of the turn's envelope (manifests "
                                       "written before it was recorded: openai)")
+    degraded: list[str] = Field(
+        default_factory=list, description="optional dependencies this turn went without and "
+        "still answered: 'redis' (the session tail was read from the archive; no replay "
+        "entry or pin snapshot was kept). Empty when nothing was degraded.")
     timings_ms: dict[str, float]
 
 

@@ -72,9 +72,12 @@ def build_manifest(
     compaction: dict[str, Any] | None = None,
     read_back: Sequence[dict[str, str]] = (),
     retrieval: dict[str, Any] | None = None,
+    degraded: Sequence[str] = (),
 ) -> dict[str, Any]:
     """``retrieval``: the turn's depths and floor; the manifest adds the envelope's noise
-    (``app.core.guards.relevance.noise``)."""
+    (``app.core.guards.relevance.noise``). ``degraded``: the optional dependencies the turn
+    went without (``redis``: its tail was read from the archive, no replay entry or pin
+    snapshot was kept)."""
     dropped_counts = {layer.value: 0 for layer in DropLayer}
     dropped_counts[DropLayer.PERMISSION.value] = len(assembly.permission_drops)
     for d in assembly.dropped:
@@ -120,6 +123,7 @@ def build_manifest(
         "retrieval": {**(retrieval or {}), **noise(envelope.segments)},
         "stable_prefix_sha256": envelope.stable_prefix_sha256,
         "render": envelope.render.value,
+        "degraded": list(degraded),
         "timings_ms": {k: round(v, 3) for k, v in timings_ms.items()},
     }
 

@@ -66,6 +66,7 @@ from app.ports import (
     StoredManifest,
     TokenCounter,
 )
+from app.service import degraded
 from app.service.bundles import Admitted, BundleService
 from app.service.collect import Collected, Collector, session_budget
 from app.service.compaction import Compacted, CompactionService
@@ -134,21 +135,30 @@ class Assembler:
         gets ``req.agent_id`` and ``parent_session_id``, as the events endpoint's would."""
         scope = resolve_scope(principal, req)
         profile = resolve_profile(req.redaction_profile, self._profiles)  # unknown: 422
-        cached = (await self._replay.get(scope.tenant_id, req.turn_id)
-                  if req.client_turn_id else None)
-        if cached is not None:
-            return self._replayed(cached, req_hash)
-        with stage_span(self._tracer, "ctxgate.turn") as span:
-            appended = (await self._append(scope, req, req_hash, append, parent_session_id)
-                        if append else None)
-            body, assembly = await self._assemble(principal, scope, req, req_hash, profile,
-                                                  appended)
-            if assembly is not None:
-                record_counts(span, candidates=assembly.candidates,
-                              segments=len(assembly.envelope.segments),
-                              total_tokens=assembly.envelope.total_tokens,
-                              dropped=len(assembly.dropped) + len(assembly.permission_drops))
-            return body
+        with degraded.recording() as went_without:
+            cached = (await self._replay_get(scope.tenant_id, req.turn_id)
+                      if req.client_turn_id else None)
+            if cached is not None:
+                return self._replayed(cached, req_hash)
+            with stage_span(self._tracer, "ctxgate.turn") as span:
+                appended = (await self._append(scope, req, req_hash, append, parent_session_id)
+                            if append else None)
+                body, assembly = await self._assemble(principal, scope, req, req_hash,
+                                                      profile, appended, went_without)
+                if assembly is not None:
+                    record_counts(span, candidates=assembly.candidates,
+                                  segments=len(assembly.envelope.segments),
+                                  total_tokens=assembly.envelope.total_tokens,
+                                  dropped=len(assembly.dropped) + len(assembly.permission_drops))
+        for dependency in went_without:
+            self._metrics.degraded_turns.labels(dependency).inc()
+        return body
+
+    async def _replay_get(self, tenant_id: str, turn_id: str) -> bytes | None:
+        """The replay entry of a client turn_id; without Redis, none (the turn is then
+        assembled again, and a manifest already recorded answers as a race would)."""
+        return await degraded.fallback("redis", self._replay.get(tenant_id, turn_id), None,
+                                       "reading the replay entry")
 
     async def _append(self, scope: Scope, req: TurnRequest, req_hash: str,
                       events: Sequence[NewEvent], parent_session_id: str | None
@@ -165,7 +175,7 @@ class Assembler:
 
     async def _assemble(self, principal: Principal, scope: Scope, req: TurnRequest,
                         req_hash: str, profile: RedactionProfile,
-                        appended: list[int] | None = None
+                        appended: list[int] | None, went_without: set[str]
                         ) -> tuple[bytes, Assembly | None]:
         t0 = time.perf_counter()
         with stage_span(self._tracer, "ctxgate.collect"):
@@ -208,7 +218,8 @@ class Assembler:
             compaction=compacted.record if compacted is not None else None,
             read_back=read_back,
             retrieval={"knowledge": plan.knowledge, "memory": plan.memory,
-                       "session": plan.session, "floor": plan.floor})
+                       "session": plan.session, "floor": plan.floor},
+            degraded=sorted(went_without))
         t1 = time.perf_counter()
         out: dict[str, Any] = {"turn_id": req.turn_id, "envelope": envelope_body(assembly),
                                "manifest": manifest}
@@ -222,7 +233,10 @@ class Assembler:
             if existing is not None:
                 return await self._after_race(scope, req.turn_id, existing, req_hash), None
             if req.client_turn_id:
-                await self._replay.put(scope.tenant_id, req.turn_id, _wrap(req_hash, body))
+                await degraded.fallback(
+                    "redis", self._replay.put(scope.tenant_id, req.turn_id,
+                                              _wrap(req_hash, body)),
+                    None, "writing the replay entry")
         timings["persist"] = (time.perf_counter() - t1) * 1000
         self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings)
         return body, assembly
@@ -312,7 +326,7 @@ class Assembler:
             raise Conflict(f"turn_id {turn_id!r} was already used by a different request")
         deadline = time.monotonic() + REPLAY_WAIT_S
         while time.monotonic() < deadline:  # the winner is writing the replay entry now
-            cached = await self._replay.get(scope.tenant_id, turn_id)
+            cached = await self._replay_get(scope.tenant_id, turn_id)
             if cached is not None:
                 return self._replayed(cached, req_hash)
             await asyncio.sleep(0.02)

@@ -44,6 +44,7 @@ from app.ports import (
     PinSnapshots,
     Vector,
 )
+from app.service import degraded
 
 PIN_LIMIT = 10
 PIN_TOKENS = 500
@@ -164,14 +165,21 @@ class MemoryService:
     async def pins(self, scope: Scope) -> list[MemoryRecord]:
         """The user's pinned memories; with a session, the snapshot of its first turn."""
         if scope.session_id is not None:
-            frozen = await self._pins.read(scope.tenant_id, scope.session_id)
+            frozen = await degraded.fallback(
+                "redis", self._pins.read(scope.tenant_id, scope.session_id), None,
+                "reading the pin snapshot")
             if frozen is not None:
                 return _thaw(frozen)
         q = self.query(scope, "", None)
         live = _bounded(await self._store.pinned(query=q, limit=PIN_LIMIT), self._count)
         if scope.session_id is None:
             return live
-        return _thaw(await self._pins.freeze(scope.tenant_id, scope.session_id, _freeze(live)))
+        # Without Redis the turn serves the live set, unfrozen: the stable prefix may then
+        # change mid-session (a cache miss for the model), never the facts.
+        snapshot = _freeze(live)
+        return _thaw(await degraded.fallback(
+            "redis", self._pins.freeze(scope.tenant_id, scope.session_id, snapshot), snapshot,
+            "freezing the pin snapshot"))
 
 
 def _with_expiry(w: MemoryWrite, expires_at: datetime) -> MemoryWrite:

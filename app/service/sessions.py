@@ -19,6 +19,7 @@ from app.core.guards.safety import Detector
 from app.core.model import SessionEvent, SessionInfo, TranscriptHit, Visibility
 from app.core.tail import is_complete
 from app.ports import NewEvent, SessionArchive, SessionOwner, SessionTail, TranscriptQuery
+from app.service import degraded
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class SessionService:
                                     events=self._derived(stored))
         except Exception:  # Redis is a cache here: the archive already holds the events.
             log.warning("session tail append failed; it will be rebuilt", exc_info=True)
+            degraded.note("redis")
 
     async def exists(self, *, tenant_id: str, session_id: str) -> bool:
         """Whether the tenant has this session, whoever owns it (an admin's question)."""
@@ -155,6 +157,7 @@ class SessionService:
             await self._tail.replace(tenant_id=tenant_id, session_id=session_id, events=rebuilt)
         except Exception:
             log.warning("session tail rebuild could not be cached", exc_info=True)
+            degraded.note("redis")
         return info, rebuilt
 
     async def _read_tail(self, tenant_id: str, session_id: str) -> list[SessionEvent] | None:
@@ -162,4 +165,5 @@ class SessionService:
             return await self._tail.read(tenant_id=tenant_id, session_id=session_id)
         except Exception:
             log.warning("session tail read failed; using the archive", exc_info=True)
+            degraded.note("redis")
             return None

@@ -32,6 +32,7 @@ a jsonb codec (parameters are serialized text, columns are parsed with orjson), 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -84,6 +85,14 @@ class Sql:
 
 
 _item = asyncpg.Record.__getitem__
+
+
+def _discard(raw: asyncpg.Connection) -> None:
+    """Close a connection that must not go back to the pool. One the server already dropped
+    has been detached by the pool meanwhile (terminate() then raises): nothing left to do,
+    and the original error, not this one, is what the caller must see."""
+    with contextlib.suppress(asyncpg.InterfaceError):
+        raw.terminate()
 
 
 class Row(asyncpg.Record):  # type: ignore[misc]  # asyncpg ships no type information
@@ -379,13 +388,13 @@ class Database:
                 try:
                     await raw.execute("ROLLBACK")
                 except BaseException:
-                    raw.terminate()
+                    _discard(raw)
                     raise
                 raise
             try:
                 status = await raw.execute("COMMIT")
             except BaseException:
-                raw.terminate()
+                _discard(raw)
                 raise
             if status != "COMMIT":  # an error inside was swallowed: PostgreSQL rolled back
                 raise RuntimeError(f"transaction did not commit ({status})")
@@ -399,7 +408,7 @@ class Database:
             try:
                 yield Tx(raw)
             except BaseException:
-                raw.terminate()
+                _discard(raw)
                 raise
 
     async def ping(self) -> bool:

@@ -215,6 +215,7 @@ class Manifest(Out):
     retrieval: dict[str, Any] = Field(default_factory=dict)
     stable_prefix_sha256: str = ""
     render: Render = "openai"
+    degraded: list[str] = Field(default_factory=list)  # e.g. ["redis"]: answered without it
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
 

@@ -1,0 +1,53 @@
+"""Which optional dependencies one request went without, recorded where it happens.
+
+Redis is a cache in front of the archive: a turn that cannot reach it reads the archive
+instead, skips the replay entry and the pin snapshot, and answers 200 — but it must *say* it
+was degraded (the manifest's ``degraded``, a metric). The services that fall back are deep in
+the call tree and run concurrently (``asyncio.gather`` copies the context, not the set), so
+``recording()`` puts one mutable set in a context variable for the request and ``note(dep)``
+adds to it from wherever the fallback is taken. Outside ``recording()`` a note is dropped.
+
+``fallback(dep, call, default)`` is the one shape of "try the cache, else go on": it awaits
+``call``, and on any ``Exception`` logs it, notes ``dep`` and returns ``default``. Only for
+calls whose failure loses nothing durable (caches, snapshots, replay entries).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_current: ContextVar[set[str] | None] = ContextVar("ctxgate_degraded", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[set[str]]:
+    """The set of dependencies this request went without, filled while the block runs."""
+    deps: set[str] = set()
+    token = _current.set(deps)
+    try:
+        yield deps
+    finally:
+        _current.reset(token)
+
+
+def note(dependency: str) -> None:
+    deps = _current.get()
+    if deps is not None:
+        deps.add(dependency)
+
+
+async def fallback(dependency: str, call: Awaitable[T], default: T, what: str) -> T:
+    try:
+        return await call
+    except Exception:
+        log.warning("%s failed (%s unreachable?); going on without it", what, dependency,
+                    exc_info=True)
+        note(dependency)
+        return default

@@ -1,0 +1,140 @@
+"""Dependency faults on real processes (issue 19, items 1-2): Redis killed mid-session costs
+latency, not availability; PostgreSQL killed is a 503 naming it, never a 500, and the service
+recovers when it is back. Each test owns the process it kills (tests/faults/servers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from app.main import Container, create_app
+from app.settings import Settings
+from tests.api.conftest import bearer
+from tests.faults.servers import OwnPostgres, OwnRedis
+
+Client = httpx.AsyncClient
+
+
+@pytest.fixture
+def own_redis() -> Iterator[OwnRedis]:
+    server = OwnRedis()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def own_postgres() -> Iterator[OwnPostgres]:
+    server = OwnPostgres()
+    server.start()
+    server.migrate()
+    yield server
+    server.stop()
+
+
+async def _client(settings: Settings) -> AsyncIterator[tuple[Client, Container]]:
+    container = await Container.open(settings)
+    try:
+        transport = httpx.ASGITransport(app=create_app(container=container))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            yield c, container
+    finally:
+        await container.close()
+
+
+async def _key(client: Client, container: Container, tenant: str) -> str:
+    assert container.settings.admin_token is not None
+    admin = {"Authorization": f"Bearer {container.settings.admin_token.get_secret_value()}"}
+    r = await client.post("/v1/admin/keys", headers=admin, json={
+        "tenant_id": tenant, "role": "runtime", "max_data_level": "internal"})
+    assert r.status_code == 201, r.text
+    return str(r.json()["api_key"])
+
+
+async def _append(client: Client, key: str, *texts: str) -> httpx.Response:
+    return await client.post("/v1/sessions/s1/events", headers=bearer(key), json={
+        "user_id": "alice",
+        "events": [{"type": "message", "role": "user", "content": t} for t in texts]})
+
+
+async def _turn(client: Client, key: str, **extra: Any) -> httpx.Response:
+    return await client.post("/v1/context", headers=bearer(key), json={
+        "user_id": "alice", "session_id": "s1", "query": "where is the invoice?",
+        "data_level": "internal", "budget": {"max_tokens": 4000, "reserve_output": 500},
+        **extra})
+
+
+async def test_a_dead_redis_degrades_turns_instead_of_failing_them(
+        settings: Settings, own_redis: OwnRedis, tenant: str) -> None:
+    async for client, container in _client(dataclasses.replace(
+            settings, redis_url=own_redis.url) if dataclasses.is_dataclass(settings)
+            else settings.model_copy(update={"redis_url": own_redis.url})):
+        key = await _key(client, container, tenant)
+        assert (await _append(client, key, "the invoice is in the blue folder")).status_code \
+            == 201
+        healthy = await _turn(client, key)
+        assert healthy.status_code == 200, healthy.text
+        assert healthy.json()["manifest"]["degraded"] == []
+
+        own_redis.kill()
+        # Appends stay durable (the archive is the truth) and are acknowledged.
+        assert (await _append(client, key, "moved it to the green folder")).status_code \
+            == 201
+        turns = [await _turn(client, key, turn_id=f"turn-{i}") for i in range(5)]
+        assert [t.status_code for t in turns] == [200] * 5, turns[-1].text
+        for t in turns:
+            manifest = t.json()["manifest"]
+            assert manifest["degraded"] == ["redis"]
+        # The history was read from the archive: the event appended during the outage is in.
+        assert "green folder" in turns[-1].text
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["redis"] is False
+
+        own_redis.start()  # same port: the pool reconnects on its next command
+        for _ in range(20):
+            again = await _turn(client, key)
+            if again.json()["manifest"]["degraded"] == []:
+                break
+            await asyncio.sleep(0.1)
+        assert again.status_code == 200 and again.json()["manifest"]["degraded"] == []
+        assert "green folder" in again.text
+
+
+async def test_a_dead_postgres_is_a_503_naming_it_and_recovery_needs_no_restart(
+        settings: Settings, own_postgres: OwnPostgres, tenant: str) -> None:
+    async for client, container in _client(settings.model_copy(
+            update={"database_url": own_postgres.url})):
+        key = await _key(client, container, tenant)
+        assert (await _append(client, key, "the invoice is in the blue folder")).status_code \
+            == 201
+        assert (await _turn(client, key)).status_code == 200
+
+        own_postgres.kill()
+        for response in (await _turn(client, key), await _append(client, key, "lost?"),
+                         await client.get("/v1/sessions/s1/events?user_id=alice",
+                                          headers=bearer(key))):
+            assert response.status_code == 503, response.text
+            problem = response.json()
+            assert problem["type"] == "dependency-unavailable"
+            assert problem["dependency"] == "postgres"
+            assert response.headers["content-type"] == "application/problem+json"
+            assert int(response.headers["Retry-After"]) >= 1
+
+        own_postgres.restart()
+        for _ in range(50):
+            back = await _turn(client, key)
+            if back.status_code == 200:
+                break
+            assert back.status_code == 503, back.text
+            await asyncio.sleep(0.2)
+        assert back.status_code == 200, back.text
+        assert "blue folder" in back.text
+        events = await client.get("/v1/sessions/s1/events?user_id=alice", headers=bearer(key))
+        # The append refused during the outage was never acknowledged, and is not there.
+        assert [e["content"] for e in events.json()["events"]] == [
+            "the invoice is in the blue folder"]
