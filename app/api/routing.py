@@ -3,13 +3,21 @@
 FastAPI reads a JSON body with Starlette's ``Request.json()``, which is the stdlib parser
 (2 % of a turn's CPU, py-spy). ``orjson.JSONDecodeError`` subclasses ``json.JSONDecodeError``,
 so a malformed body is still FastAPI's 400 ``malformed-json``. orjson is also stricter where
-strictness is right: it refuses ``NaN``/``Infinity`` literals and lone surrogates. Two of its
-differences are undone: a UTF-8 BOM is skipped, and integers past 64 bits stay exact.
+strictness is right: it refuses ``NaN``/``Infinity`` literals and lone surrogates. A UTF-8 BOM
+is skipped, as the stdlib parser did.
+
+Limits no schema can express, checked once on the parsed body (``check_body``), each a 422
+``invalid-request`` naming the place (``loc``) and never echoing the value: nesting deeper than
+``MAX_JSON_DEPTH`` (a tool call's arguments at depth 1,000 used to exhaust the serializer), an
+integer outside the signed 64-bit range (PostgreSQL's jsonb codec and every JSON client past
+2^53 lose it; a 25-digit id belongs in a string), and U+0000 in any string or key (PostgreSQL
+text and jsonb cannot hold it).
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import re
 from collections.abc import Callable, Coroutine
@@ -17,12 +25,46 @@ from typing import Any
 
 import orjson
 from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
-# orjson reads an integer past 64 bits as a float, which would change a tool call's
-# arguments; a body with such an integer (rare) takes the stdlib parser, which keeps it. The
-# digits of a fraction or an exponent's mantissa (0.00012345678901234567) are no integer.
-_LONG_INTEGER = re.compile(rb"(?<![\d.])\d{20,}(?![\d.eE])")
+# orjson reads an integer past 64 bits (and one below -2^63) as a float, silently changing
+# it; a body with a 19-digit or longer integer (rare) takes the stdlib parser, which keeps it,
+# so ``check_body`` can refuse it. The digits of a fraction or an exponent's mantissa
+# (0.00012345678901234567) are no integer.
+_LONG_INTEGER = re.compile(rb"(?<![\d.])\d{19,}(?![\d.eE])")
+MAX_JSON_DEPTH = 64
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+Path = tuple[str | int, ...]
+
+
+def _refuse(loc: Path, type_: str, msg: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("body", *loc), "type": type_, "msg": msg}])
+
+
+def check_body(doc: Any) -> None:
+    """Raise a 422 ``RequestValidationError`` for the first place in ``doc`` past a limit
+    (see the module docstring). Iterative: the depth it refuses is also the depth it can walk."""
+    stack: list[tuple[Any, Path]] = [(doc, ())]
+    while stack:
+        node, loc = stack.pop()
+        if len(loc) > MAX_JSON_DEPTH:
+            raise _refuse(loc[:MAX_JSON_DEPTH], "json_too_deep",
+                          f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if "\x00" in key:
+                    raise _refuse(loc, "string_nul", "a key contains U+0000")
+                stack.append((value, (*loc, key)))
+        elif isinstance(node, list):
+            stack.extend((value, (*loc, i)) for i, value in enumerate(node))
+        elif isinstance(node, str):
+            if "\x00" in node:
+                raise _refuse(loc, "string_nul", "a string contains U+0000")
+        elif isinstance(node, int) and not isinstance(node, bool) \
+                and not INT_MIN <= node <= INT_MAX:
+            raise _refuse(loc, "int_out_of_range",
+                          "an integer outside the signed 64-bit range (send it as a string)")
 
 
 def _no_constants(name: str) -> Any:
@@ -34,8 +76,14 @@ class OrjsonRequest(Request):
         if not hasattr(self, "_json"):
             body = await self.body()
             body = body.removeprefix(codecs.BOM_UTF8)  # the stdlib parser accepted one
-            self._json = (json.loads(body, parse_constant=_no_constants)
-                          if _LONG_INTEGER.search(body) else orjson.loads(body))
+            try:
+                doc = (json.loads(body, parse_constant=_no_constants)
+                       if _LONG_INTEGER.search(body) else orjson.loads(body))
+            except RecursionError as exc:  # the stdlib parser's own depth limit
+                raise _refuse((), "json_too_deep",
+                              f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from exc
+            check_body(doc)
+            self._json = doc
         return self._json
 
 
@@ -44,6 +92,12 @@ class OrjsonRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def parse_with_orjson(request: Request) -> Response:
-            return await handler(OrjsonRequest(request.scope, request.receive))
+            ours = OrjsonRequest(request.scope, request.receive)
+            if await ours.body():
+                # Parsed here, outside FastAPI's body handling, which would turn a limit's
+                # 422 into a bare 400; a body that is not JSON is left to FastAPI's 400.
+                with contextlib.suppress(ValueError):
+                    await ours.json()
+            return await handler(ours)
 
         return parse_with_orjson

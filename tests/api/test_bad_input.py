@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -181,3 +183,30 @@ async def test_a_runtime_key_must_name_the_user_of_a_checkpoint(
     ops = await make_key(tenant, "ops")
     assert (await client.get("/v1/tasks/t_owned/checkpoint", headers=bearer(ops))
             ).status_code == 200
+
+
+DEEP = '{"n": ' * 950 + "1" + "}" * 950  # past any JSON encoder's recursion: written by hand
+
+
+@pytest.mark.parametrize(("arguments", "type_"), [
+    (DEEP, "json_too_deep"),
+    ('{"order": 10000000000000000000000000}', "int_out_of_range"),
+    ('{"note": "a\\u0000b"}', "string_nul"),
+])
+async def test_bodies_past_the_parse_limits_are_422_and_write_nothing(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        arguments: str, type_: str) -> None:
+    key = await make_key(tenant)
+    headers = {**bearer(key), "Content-Type": "application/json"}
+    event = ('{"type": "tool_call", "call_id": "c1", "name": "lookup", "arguments": '
+             + arguments + "}")
+    context = json.dumps(turn(session_id="limits", append_events=["EVENT"]))
+    r = await client.post("/v1/context", headers=headers,
+                          content=context.replace('"EVENT"', event))
+    body = assert_problem(r, 422, "invalid-request")
+    assert [e["type"] for e in body["errors"]] == [type_]  # type: ignore[union-attr]
+    r = await client.post("/v1/sessions/limits/events", headers=headers,
+                          content='{"user_id": "alice", "events": [' + event + "]}")
+    assert_problem(r, 422, "invalid-request")
+    events = await client.get("/v1/sessions/limits/events?user_id=alice", headers=bearer(key))
+    assert events.status_code == 404  # nothing was written: the session does not exist

@@ -8,10 +8,11 @@ import json
 
 import pytest
 from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
 from app.api.routes import ROUTERS
-from app.api.routing import _LONG_INTEGER, OrjsonRequest
+from app.api.routing import _LONG_INTEGER, OrjsonRequest, check_body
 
 
 async def parse(body: bytes) -> object:
@@ -22,10 +23,37 @@ async def parse(body: bytes) -> object:
                                receive).json()
 
 
-async def test_integers_past_64_bits_stay_exact_and_a_bom_is_skipped() -> None:
-    assert await parse(b'{"n": 1180591620717411303424}') == {"n": 2**70}
+async def test_64_bit_integers_stay_exact_and_a_bom_is_skipped() -> None:
+    assert await parse(b'{"n": 9223372036854775807}') == {"n": 2**63 - 1}
     assert await parse(b'{"n": 12, "s": "\\u00e9"}') == {"n": 12, "s": "é"}
     assert await parse(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"a": ' * depth + b"1" + b"}" * depth
+
+
+@pytest.mark.parametrize(("body", "type_", "loc"), [
+    (b'{"args": {"id": 1180591620717411303424}}', "int_out_of_range", ["body", "args", "id"]),
+    (b'{"n": -9223372036854775809}', "int_out_of_range", ["body", "n"]),
+    (_nested(65), "json_too_deep", ["body", *["a"] * 64]),
+    (_nested(1000), "json_too_deep", ["body", *["a"] * 64]),
+    (b'[' * 900 + b'1180591620717411303424' + b']' * 900, "json_too_deep",
+     ["body", *[0] * 64]),
+    (b'{"tags": ["ok", "a\\u0000b"]}', "string_nul", ["body", "tags", 1]),
+    (b'{"a\\u0000": 1}', "string_nul", ["body"]),
+])
+async def test_limits_no_schema_expresses_are_422_with_the_place(
+        body: bytes, type_: str, loc: list[object]) -> None:
+    with pytest.raises(RequestValidationError) as caught:
+        await parse(body)
+    [error] = caught.value.errors()
+    assert (error["type"], list(error["loc"])) == (type_, loc)
+    assert "u0000" not in str(error) and "1180591620717411303424" not in str(error)
+
+
+def test_a_body_at_the_depth_limit_passes() -> None:
+    check_body(json.loads(_nested(64)))
 
 
 @pytest.mark.parametrize("body", [b'{"n": NaN}', b'{"n": 1180591620717411303424, "x": NaN}',
