@@ -24,6 +24,7 @@ from app.adapters.postgres.bundles import PgBundleStore
 from app.adapters.postgres.chunk_refs import PgChunkReader
 from app.adapters.postgres.compactions import PgCompactionStore
 from app.adapters.postgres.db import Database
+from app.adapters.postgres.embeddings import PgEmbeddingStore
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
 from app.adapters.postgres.keys import PgKeyStore
 from app.adapters.postgres.knowledge import PgKnowledgeStore, ann_settings
@@ -48,6 +49,7 @@ from app.core.compaction import ExtractiveSummarizer
 from app.core.compaction.breaker import BreakerPolicy
 from app.core.detectors import ALL_DETECTORS, PII_DETECTORS, SECRET_DETECTORS
 from app.core.detectors.prefilter import Prefiltered
+from app.core.embedding_space import EmbeddingSpace
 from app.core.guards.safety import Detector
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
@@ -67,6 +69,7 @@ from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
 from app.service.memories import MemoryService
 from app.service.recall import SessionRecall
+from app.service.reembed import ReEmbedder
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 from app.settings import Settings
@@ -119,10 +122,12 @@ class Container:
     erasure_worker: ErasureWorker
     findings: FindingsCache
     recall: SessionRecall
+    reembedder: ReEmbedder
     model: OpenAIChatSummarizer | None = None  # the compaction model, when configured
 
     @classmethod
-    async def open(cls, settings: Settings) -> Container:
+    async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Container:
+        """The object graph; ``embedder`` replaces the configured one (tests)."""
         if settings.database_url is None or settings.redis_url is None:
             raise ValueError("database_url and redis_url must be set (see app.cli serve)")
         password = settings.app_db_password.get_secret_value() if settings.app_db_password \
@@ -130,9 +135,12 @@ class Container:
         db = await Database.open(settings.database_url, role=settings.app_db_role,
                                  password=password, pool_size=settings.db_pool_size,
                                  read_lanes=settings.db_read_lanes)
-        embedder = make_embedder(settings)
+        embedder = embedder or make_embedder(settings)
+        embeddings = PgEmbeddingStore(db)
         try:  # a schema of another dimension: refuse to start, not fail every write
             await check_embedding_dim(db, embedder.dim)
+            # Rows stored before provenance was recorded are the first claimant's.
+            claim = await embeddings.claim(embedder=embedder.model)
         except BaseException:
             await db.close()
             raise
@@ -144,8 +152,10 @@ class Container:
         scanner, findings = Prefiltered(ALL_DETECTORS), FindingsCache()
         (scan,) = cached((scanner,), findings)
         metrics = Metrics()
+        # The stores compare a query only with vectors of this space (docs/embeddings.md).
+        space = EmbeddingSpace(current=embedder.model, legacy=claim.legacy)
         memory_svc = MemoryService(
-            PgMemoryStore(db), embedder, secret=SECRET_DETECTORS, pii=PII_DETECTORS,
+            PgMemoryStore(db, space=space), embedder, secret=SECRET_DETECTORS, pii=PII_DETECTORS,
             pins=RedisPinSnapshots(redis, prefix=settings.redis_prefix,
                                    ttl_s=settings.session_tail_ttl_s),
             k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
@@ -167,7 +177,8 @@ class Container:
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,
                                    revoked_policy=settings.bundle_revoked_policy)
-        kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer, detectors=fingerprint())
+        kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer, detectors=fingerprint(),
+                                  space=space)
         mstore = PgManifestStore(db)
         model = make_summarizer(settings)
         compaction_svc = CompactionService(
@@ -216,6 +227,9 @@ class Container:
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
             erasures=erasure_svc,
             erasure_worker=ErasureWorker(erasure_svc), findings=findings, recall=recall,
+            reembedder=ReEmbedder(store=embeddings, embedder=embedder, space=space,
+                                  batch=settings.reembed_batch,
+                                  pause_s=settings.reembed_pause_ms / 1000, metrics=metrics),
             model=model)
 
     async def readiness(self) -> dict[str, bool]:
@@ -232,6 +246,7 @@ class Container:
         await self.erasure_worker.stop()
         await self.compactions.aclose()  # background jobs first: they use the stores
         await self.recall.aclose()
+        await self.reembedder.aclose()
         if self.model is not None:
             await self.model.aclose()
         await self.redis.aclose()  # type: ignore[attr-defined]
@@ -267,6 +282,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         if container is not None:
             app.state.container = container
             container.erasure_worker.start()
+            container.reembedder.start()
             try:
                 yield
             finally:
@@ -279,6 +295,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         settle_heap()
         app.state.container = owned
         owned.erasure_worker.start()  # resumes jobs a crash left open, then polls
+        owned.reembedder.start()  # re-embeds what another embedder made, if anything
         try:
             yield
         finally:

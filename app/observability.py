@@ -109,6 +109,12 @@ class Metrics:
         self.compaction_jobs = Gauge(
             "ctxgate_compaction_jobs_in_flight", "Model compactions running in the "
             "background.", registry=r, multiprocess_mode="livesum")
+        self.reembedded_rows = Counter(
+            "ctxgate_reembedded_rows", "Stored vectors re-embedded with the configured "
+            "embedder after a switch, per table.", ["table"], registry=r)
+        self.reembed_jobs = Gauge(
+            "ctxgate_reembed_jobs_in_flight", "Re-embedding jobs running after an embedder "
+            "switch.", registry=r, multiprocess_mode="livesum")
         # Export every known series at zero, so rates and alerts work before the first turn.
         for action in CONTEXT_ACTIONS:
             self.context_actions.labels(action=action)

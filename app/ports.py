@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from app.core.embedding_space import EmbeddingSpace, Provenance
 from app.core.memory_gate import Existing, GateDecision, MemoryWrite
 from app.core.model import (
     Acl,
@@ -120,6 +121,7 @@ class NewChunk:
     tokens: int
     embedding: Vector
     findings: tuple[Finding, ...] | None = None  # the service's detectors' (None: not scanned)
+    embedder: str | None = None  # its provenance (app.core.embedding_space); None: unknown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -410,6 +412,7 @@ class MemoryProbe:
     embedding: Vector | None
     actor: str  # key id, for history
     now: datetime
+    embedder: str | None = None  # the embedding's provenance (app.core.embedding_space)
 
 
 Gate = Callable[[Sequence[Existing]], GateDecision]
@@ -507,6 +510,61 @@ class Embedder(Protocol):
 
     async def embed_query(self, text: str) -> list[float]: ...
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmbeddingClaim:
+    """The embedding state after a worker recorded its embedder: what NULL provenance means
+    (``legacy``, set by the first claim ever) and the embedder configured before (the same
+    one after the first claim, or a restart without a switch)."""
+
+    legacy: str
+    previous: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmbeddingCount:
+    table: str
+    tenant_id: str
+    provenance: Provenance
+    rows: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StaleRow:
+    """A row whose vector another model made: its key (the store's own) and its text."""
+
+    key: tuple[Any, ...]
+    text: str
+
+
+class EmbeddingStore(Protocol):
+    """The stored vectors of every embedded table, by provenance (``app.core.embedding_space``)."""
+
+    tables: tuple[str, ...]
+
+    async def claim(self, *, embedder: str) -> EmbeddingClaim:
+        """Record ``embedder`` as the configured one (the first claim also makes it legacy)."""
+        ...
+    async def configured(self) -> str | None:
+        """The embedder the most recently started worker recorded."""
+        ...
+    def exclusive(self) -> AbstractAsyncContextManager[bool]:
+        """Whether this worker holds the re-embedding lock (held for the block), across
+        workers; False at once when another holds it."""
+        ...
+    async def census(self, *, space: EmbeddingSpace) -> list[EmbeddingCount]:
+        """Rows per table, tenant and provenance, across tenants."""
+        ...
+    async def stale(self, *, table: str, tenant_id: str, space: EmbeddingSpace, limit: int
+                    ) -> list[StaleRow]:
+        """Up to ``limit`` of the tenant's rows of ``table`` another server model embedded."""
+        ...
+    async def replace(self, *, table: str, tenant_id: str, space: EmbeddingSpace,
+                      rows: Sequence[tuple[StaleRow, Vector]]) -> int:
+        """Store each row's new vector as the current model's, unless the row changed
+        meanwhile (its text, or its provenance); how many were stored."""
+        ...
 
 
 class TokenCounter(Protocol):

@@ -89,6 +89,10 @@ class Settings(BaseSettings):
 
     embedder: str = "e5"  # "e5" (offline, multilingual) | "openai"
     embedding_dim: int = 384
+    # After an embedder switch, stale vectors are re-embedded in the background this many rows
+    # at a time, with this pause between batches (docs/embeddings.md).
+    reembed_batch: int = Field(default=16, ge=1, le=256)
+    reembed_pause_ms: int = Field(default=50, ge=0)
     openai_base_url: str = "http://127.0.0.1:11434/v1"
     openai_api_key: SecretStr | None = None
     openai_embedding_model: str = "text-embedding-3-small"

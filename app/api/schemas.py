@@ -198,6 +198,44 @@ class KeyList(BaseModel):
     keys: list[KeyOut]
 
 
+class EmbeddingCounts(BaseModel):
+    """Rows of one embedded table across tenants, by whose vector they hold."""
+
+    current: int = Field(description="Vectors the configured embedder made (rows stored "
+                         "before provenance was recorded count as the legacy embedder's).")
+    stale: int = Field(description="Vectors another server model made: out of vector search "
+                       "(full-text still finds them) until the background job re-embeds them.")
+    client: int = Field(description="Client-supplied vectors accepted under the configured "
+                        "embedder.")
+    client_stale: int = Field(description="Client-supplied vectors accepted under another "
+                              "embedder: out of vector search, never re-embedded by the "
+                              "server; their client must send them again.")
+    pending: int = Field(description="Rows not embedded yet (session events wait for the "
+                         "recall job); 0 for tables embedded on write.")
+
+
+class EmbeddingsReport(BaseModel):
+    """What the stored vectors are to the configured embedder, and the re-embedding job."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "embedder": "text-embedding-3-small", "legacy_embedder": "multilingual-e5-small-q4",
+        "running": True,
+        "tables": {
+            "knowledge_chunks": {"current": 1200, "stale": 3400, "client": 0,
+                                 "client_stale": 16, "pending": 0},
+            "memories": {"current": 88, "stale": 0, "client": 0, "client_stale": 0,
+                         "pending": 0},
+            "session_events": {"current": 5100, "stale": 900, "client": 0,
+                               "client_stale": 0, "pending": 3}}}]})
+
+    embedder: str = Field(description="The configured embedder's id (its model name).")
+    legacy_embedder: str = Field(description="The embedder rows without a recorded "
+                                 "provenance are taken to be made by: the one configured "
+                                 "when a worker first started after provenance was recorded.")
+    running: bool = Field(description="This worker's re-embedding job is in flight.")
+    tables: dict[str, EmbeddingCounts]
+
+
 # --- sessions -----------------------------------------------------------------------------
 
 class MessageEvent(Wire):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from app.core.chunking import chunk_text
+from app.core.embedding_space import client_made
 from app.core.errors import InvalidRequest, NotFound
 from app.core.guards.safety import Detector
 from app.core.ids import normalize_id
@@ -83,14 +84,15 @@ class KnowledgeService:
             for _, content in documents]
         flat = [p for ps in pieces for p in ps if isinstance(p, str)]
         vectors = iter(await self._embedder.embed_passages(flat) if flat else [])
+        model = self._embedder.model  # each chunk records which space its vector is of
         out: list[NewDocument] = []
         for (document, _), ps in zip(documents, pieces, strict=True):
-            made = [(p, next(vectors)) if isinstance(p, str) else (p.text, p.embedding)
-                    for p in ps]
+            made = [(p, next(vectors), model) if isinstance(p, str)
+                    else (p.text, p.embedding, client_made(model)) for p in ps]
             chunks = tuple(
                 NewChunk(chunk_no=i, text=text, tokens=self._count(text), embedding=vector,
-                         findings=tuple(self._scan(text)))
-                for i, (text, vector) in enumerate(made))
+                         findings=tuple(self._scan(text)), embedder=embedder)
+                for i, (text, vector, embedder) in enumerate(made))
             out.append(replace(document, chunks=chunks))
         return await self._store.upsert_many(tenant_id=tenant_id, documents=out)
 

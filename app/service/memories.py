@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from app.core.embedding_space import client_made
 from app.core.errors import Conflict, ForbiddenScope, NotFound
 from app.core.guards.safety import Detector
 from app.core.memory_gate import (
@@ -97,6 +98,8 @@ class MemoryService:
         stored = iter(await self._store.write_many(tenant_id=principal.tenant_id, writes=[
             (MemoryProbe(write=w, memory_id=f"mem_{uuid.uuid4().hex[:16]}",
                          embedding=given if given is not None else next(made),
+                         embedder=self._embedder.model if given is None
+                         else client_made(self._embedder.model),
                          actor=principal.key_id, now=now), self._gate(w, terms))
             for w, given in kept]))
         return [r if r is not None else next(stored) for r in out]

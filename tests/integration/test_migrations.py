@@ -73,7 +73,7 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
     assert await asyncio.to_thread(migrate.current, fresh_db) == migrate.head()
     up = await _state(fresh_db, role)
     assert up["tables"] == TENANT_TABLES | LATER_TABLES | {
-        "api_keys", "tenant_identity", "tenant_settings", "alembic_version"}
+        "api_keys", "tenant_identity", "tenant_settings", "embedding_state", "alembic_version"}
     assert up["policies"] == TENANT_TABLES | LATER_TABLES | {"api_keys"}
     # api_keys, tenant_identity, tenant_settings, erasures: RLS enabled, not forced (see the
     # migrations)
@@ -82,7 +82,8 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
     assert up["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
                                "ctxgate_key_revoke", "ctxgate_tenant_identity_set",
                                "ctxgate_open_erasures", "ctxgate_key_list",
-                               "ctxgate_tenant_settings_set", "ctxgate_tenant_settings_get"}
+                               "ctxgate_tenant_settings_set", "ctxgate_tenant_settings_get",
+                               "ctxgate_embedding_census"}
     assert up["role"] == up["password"] == {role}
 
     db = await Database.open(fresh_db, role=role, password="p'w", pool_size=1)

@@ -45,6 +45,7 @@ from app.adapters.postgres.audit import insert_records
 from app.adapters.postgres.codec import dumps, vector_literal
 from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
+from app.core.embedding_space import EmbeddingSpace
 from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, tagged_findings, untag_findings
 from app.core.refs import chunk_ref
 from app.core.retrieval import POOL_MAX
@@ -81,6 +82,13 @@ VISIBLE = """
     AND c.sensitivity <= :max_level
     AND (c.expires_at IS NULL OR c.expires_at > :now)
 """
+# A vector search compares the query only with vectors of its space (``:spaces``: the
+# provenances ``EmbeddingSpace.accepted``; NULL: every row, for a store given no space); a
+# NULL provenance is the legacy model's. A filter on the row, so HNSW still drives the scan.
+IN_SPACE = """
+    AND (CAST(:spaces AS text[]) IS NULL
+         OR coalesce(c.embedder, CAST(:legacy AS text)) = ANY (CAST(:spaces AS text[])))
+"""
 _HIT = """c.doc_id, c.version, c.chunk_no, c.text, c.tenant_id, c.domain, c.sensitivity,
     c.trust, c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at, c.tokens,
     c.tokenizer, c.findings"""
@@ -93,7 +101,7 @@ _HIT = """c.doc_id, c.version, c.chunk_no, c.text, c.tenant_id, c.domain, c.sens
 SEARCH_EXACT_SQL = f"""
 WITH visible AS MATERIALIZED (
     SELECT c.id, c.embedding <=> CAST(:embedding AS vector) AS distance
-    FROM knowledge_chunks c WHERE {VISIBLE} LIMIT :cap
+    FROM knowledge_chunks c WHERE {VISIBLE}{IN_SPACE} LIMIT :cap
 ), nearest AS (SELECT id, distance FROM visible ORDER BY distance, id LIMIT :k)
 SELECT {_HIT}, n.distance, (SELECT count(*) FROM visible) AS visible
 FROM nearest n JOIN knowledge_chunks c ON c.id = n.id
@@ -103,7 +111,7 @@ ORDER BY n.distance, n.id
 SEARCH_ANN_SQL = f"""
 WITH nearest AS MATERIALIZED (
     SELECT {_HIT}, c.embedding <=> CAST(:embedding AS vector) AS distance
-    FROM knowledge_chunks c WHERE {VISIBLE}
+    FROM knowledge_chunks c WHERE {VISIBLE}{IN_SPACE}
     ORDER BY distance LIMIT :k
 )
 SELECT * FROM nearest ORDER BY distance
@@ -173,16 +181,17 @@ WHERE tenant_id = :tenant_id AND doc_id = :doc_id AND version <> :version AND is
 """
 INSERT_CHUNKS_SQL = """
 INSERT INTO knowledge_chunks (tenant_id, doc_id, version, chunk_no, text, tokens, tokenizer,
-    findings, embedding, search_text, domain, sensitivity, trust, acl_all, acl_users,
+    findings, embedding, embedder, search_text, domain, sensitivity, trust, acl_all, acl_users,
     acl_groups, observed_at, expires_at, is_current)
 SELECT :tenant_id, :doc_id, :version, ch.chunk_no, ch.text, ch.tokens, :tokenizer,
-    CAST(ch.findings AS jsonb), CAST(ch.embedding AS vector), ch.search_text, :domain,
+    CAST(ch.findings AS jsonb), CAST(ch.embedding AS vector), ch.embedder, ch.search_text,
+    :domain,
     :sensitivity, :trust, :acl_all, CAST(:acl_users AS text[]), CAST(:acl_groups AS text[]),
     :observed_at, :expires_at, :is_current
 FROM unnest(CAST(:chunk_nos AS integer[]), CAST(:texts AS text[]), CAST(:tokens AS integer[]),
             CAST(:findings AS text[]), CAST(:embeddings AS text[]),
-            CAST(:search_texts AS text[]))
-     AS ch(chunk_no, text, tokens, findings, embedding, search_text)
+            CAST(:embedders AS text[]), CAST(:search_texts AS text[]))
+     AS ch(chunk_no, text, tokens, findings, embedding, embedder, search_text)
 """
 # A document as management sees it: its current version, within the caller's bounds.
 _INFO = """
@@ -283,10 +292,14 @@ def _doc_params(tenant_id: str, doc: NewDocument) -> dict[str, Any]:
 class PgKnowledgeStore:
     """``tokenizer`` names the counter that made ``NewChunk.tokens``, ``detectors`` the
     fingerprint of the detector code that made ``NewChunk.findings``: stored with each chunk,
-    and a hit carries a stored count or findings only when the same made them."""
+    and a hit carries a stored count or findings only when the same made them. ``space``: the
+    vectors a query is compared with (None: all)."""
 
-    def __init__(self, db: Database, *, tokenizer: str, detectors: str) -> None:
+    def __init__(self, db: Database, *, tokenizer: str, detectors: str,
+                 space: EmbeddingSpace | None = None) -> None:
         self._db = db
+        self._space = {"spaces": None, "legacy": None} if space is None else {
+            "spaces": list(space.accepted), "legacy": space.legacy}
         self._tokenizer = tokenizer
         self._detectors = detectors
         self._large: dict[tuple[Any, ...], float] = {}  # filter -> remembered until
@@ -327,6 +340,7 @@ class PgKnowledgeStore:
                 "texts": [c.text for c in chunks],
                 "tokens": [c.tokens for c in chunks],
                 "embeddings": [vector_literal(c.embedding) for c in chunks],
+                "embedders": [c.embedder for c in chunks],
                 "search_texts": [fts.normalize(c.text) for c in chunks],
             })
         return len(document.chunks)
@@ -363,8 +377,8 @@ class PgKnowledgeStore:
     async def search_vector(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
         if query.embedding is None or query.k <= 0:
             return []
-        params = {**visible_params(query), "embedding": list(query.embedding),
-                  "k": min(query.k, POOL_MAX)}
+        params = {**visible_params(query), **self._space,
+                  "embedding": list(query.embedding), "k": min(query.k, POOL_MAX)}
         async with self._db.read_tx(query.tenant_id, ann_settings(query.k)) as conn:
             rows = await self._nearest(conn, query, params)
         return self._hits(rows, "vector")

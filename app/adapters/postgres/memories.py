@@ -28,6 +28,7 @@ from typing import Any
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database, Row, Sql, Tx
 from app.core import fts
+from app.core.embedding_space import EmbeddingSpace
 from app.core.memory_gate import Existing, GateDecision, MemoryWrite, norm_sha256
 from app.core.model import DataLevel, MemoryHit, MemoryRecord, MemoryStatus
 from app.ports import Gate, MemoryFilter, MemoryProbe, MemoryQuery
@@ -50,6 +51,11 @@ VISIBLE = """m.tenant_id = :tenant_id
     AND (m.status = 'active' OR (m.status = 'hypothesis' AND m.task_id = CAST(:task_id AS text)))
     AND (m.expires_at IS NULL OR m.expires_at > :now)
     AND m.sensitivity <= :max_level"""
+# Vectors of the query's space only (``:spaces``: ``EmbeddingSpace.accepted``; NULL: all, for
+# a store given no space); a NULL provenance is the legacy model's. Another space's vector is
+# no similarity at all: the gate then judges by statement and key alone, and recall by words.
+IN_SPACE = """(CAST(:spaces AS text[]) IS NULL
+    OR coalesce(m.embedder, CAST(:legacy AS text)) = ANY (CAST(:spaces AS text[])))"""
 MEMORY_SQL = {
     # The subquery sorts the distinct keys before the outer projection takes the locks.
     "lock": """
@@ -58,7 +64,8 @@ SELECT count(pg_advisory_xact_lock(k)) FROM (
     ORDER BY k
 ) AS keys""",
     "related": f"""
-SELECT {_COLS}, 1 - (m.embedding <=> CAST(:embedding AS vector)) AS similarity
+SELECT {_COLS}, CASE WHEN {IN_SPACE}
+    THEN 1 - (m.embedding <=> CAST(:embedding AS vector)) END AS similarity
 FROM memories m WHERE {SAME_SCOPE} AND m.status IN ('active', 'pending', 'hypothesis')
 ORDER BY (m.norm_sha256 = :norm) DESC,
     (m.subject_key IS NOT NULL AND m.subject_key = CAST(:key AS text)) DESC,
@@ -68,10 +75,11 @@ LIMIT :limit""",  # noqa: S608 - constant fragments, values are bound
 INSERT INTO memories (tenant_id, memory_id, statement, norm_sha256, subject_key, origin,
     evidence_ref, scope_level, user_id, domain, owner, source_session, task_id, confidence,
     sensitivity, status, supersedes, pinned, observed_at, confirmed_at, expires_at, embedding,
-    search_text, purpose, tenant_wide)
+    embedder, search_text, purpose, tenant_wide)
 VALUES (:tenant_id, :memory_id, :statement, :norm, :key, :origin, :evidence_ref, :level,
     :user_id, :domain, :owner, :source_session, :task_id, :confidence, :sensitivity, :status,
-    :supersedes, :pinned, :now, :now, :expires_at, CAST(:embedding AS vector), :search_text,
+    :supersedes, :pinned, :now, :now, :expires_at, CAST(:embedding AS vector), :embedder,
+    :search_text,
     :purpose, :tenant_wide)
 RETURNING {_RET}""",  # noqa: S608 - constant fragments, values are bound
     "confirm": f"""
@@ -108,6 +116,7 @@ ORDER BY m.updated_at DESC, m.memory_id LIMIT :limit""",  # noqa: S608 - constan
 SELECT * FROM (
     (SELECT {_COLS}, 0 AS leg FROM memories m
      WHERE {VISIBLE} AND m.embedding IS NOT NULL AND CAST(:embedding AS vector) IS NOT NULL
+         AND {IN_SPACE}
      ORDER BY m.embedding <=> CAST(:embedding AS vector), m.memory_id LIMIT :k)
     UNION ALL
     (SELECT {_COLS}, 1 AS leg FROM memories m, to_tsquery('simple', :tsquery) AS q(query)
@@ -160,6 +169,7 @@ def _insert_params(tenant_id: str, p: MemoryProbe, d: GateDecision) -> dict[str,
             "status": d.status.value, "supersedes": supersedes, "pinned": w.pinned,
             "now": p.now, "expires_at": w.expires_at,
             "embedding": list(p.embedding) if p.embedding is not None else None,
+            "embedder": p.embedder,
             "search_text": fts.normalize(w.statement), "purpose": w.purpose,
             "tenant_wide": w.tenant_wide}
 
@@ -192,8 +202,12 @@ class _History:
 
 
 class PgMemoryStore:
-    def __init__(self, db: Database) -> None:
+    """``space``: the vectors a query or a new statement is compared with (None: all)."""
+
+    def __init__(self, db: Database, *, space: EmbeddingSpace | None = None) -> None:
         self._db = db
+        self._space = {"spaces": None, "legacy": None} if space is None else {
+            "spaces": list(space.accepted), "legacy": space.legacy}
 
     async def write(self, *, tenant_id: str, probe: MemoryProbe, gate: Gate
                     ) -> tuple[GateDecision, MemoryRecord | None]:
@@ -214,8 +228,8 @@ class PgMemoryStore:
                      history: _History) -> tuple[GateDecision, MemoryRecord | None]:
         w = probe.write
         rows = await conn.fetch(_S["related"], {
-            **_scope_params(tenant_id, w), "norm": norm_sha256(w.statement), "key": w.key,
-            "limit": RELATED_LIMIT,
+            **_scope_params(tenant_id, w), **self._space, "norm": norm_sha256(w.statement),
+            "key": w.key, "limit": RELATED_LIMIT,
             "embedding": list(probe.embedding) if probe.embedding is not None else None})
         decision = gate([Existing(record=record(r), similarity=r.similarity) for r in rows])
         return decision, await self._apply(conn, tenant_id, probe, decision, history)
@@ -289,7 +303,7 @@ class PgMemoryStore:
         tsquery = fts.tsquery(query.text)
         if (query.embedding is None and tsquery is None) or query.k <= 0:
             return []
-        params = {**_recall_params(query), "tsquery": tsquery,
+        params = {**_recall_params(query), **self._space, "tsquery": tsquery,
                   "embedding": list(query.embedding) if query.embedding is not None else None}
         async with self._db.read_tx(query.tenant_id) as conn:
             rows = await conn.fetch(_S["recall"], params)

@@ -10,6 +10,8 @@ from starlette.responses import Response
 from app.api.deps import ContainerDep, PlatformAdminDep
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
+    EmbeddingCounts,
+    EmbeddingsReport,
     Id,
     KeyCreate,
     KeyCreated,
@@ -85,3 +87,15 @@ async def set_tenant_settings(tenant_id: Annotated[Id, Path()], body: TenantSett
     """Set a tenant's defaults: its turns' session visibility, still capped by each key."""
     await container.keys.set_tenant_settings(tenant_id, body.to_domain())
     return Response(status_code=204)
+
+
+@router.get("/v1/admin/embeddings", response_model=EmbeddingsReport,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def embeddings(_: PlatformAdminDep, container: ContainerDep) -> EmbeddingsReport:
+    """The configured embedder, how many stored vectors per table it made, how many another
+    model made (stale: re-embedded in the background, or, a client's, never), and whether
+    this worker's re-embedding job runs (docs/embeddings.md)."""
+    status = await container.reembedder.status()
+    return EmbeddingsReport(
+        embedder=status.embedder, legacy_embedder=status.legacy, running=status.running,
+        tables={t: EmbeddingCounts(**counts) for t, counts in status.tables.items()})
