@@ -17,9 +17,10 @@ Create Date: 2026-12-04
   across tenants, for the re-embedder (which tenants have stale rows) and the admin report.
   The tables are under FORCE ROW LEVEL SECURITY, which binds this function's owner too: a
   second policy, ``embedding_census``, lets the owner *read* every row only while the
-  function's own ``SET ctxgate.embedding_census = on`` is in effect. It is granted to the
-  owner alone, so the app role setting that option gains nothing, and the function only
-  counts (no text, no vector leaves it). A table is embedded when it carries that policy: a
+  option ``ctxgate.embedding_census`` is on, which the function turns on around its one
+  query and off again (a function-level ``SET`` of an unregistered option needs a superuser
+  to create). The policy applies to the owner alone, so the app role setting that option
+  gains nothing, and the function only counts (no text, no vector leaves it). A table is embedded when it carries that policy: a
   later table joins by adding the column, the policy, and an entry in
   ``app.adapters.postgres.embeddings.TABLES``. The re-embedding itself runs in each tenant's
   own RLS-scoped transaction.
@@ -59,15 +60,17 @@ def _census(schema: str) -> str:
     return f"""
 CREATE FUNCTION ctxgate_embedding_census(p_table text)
 RETURNS TABLE (tenant_id text, embedder text, n bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER {pin} SET {GUC} = 'on' AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER {pin} AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_policies p WHERE p.schemaname = '{schema}'
                    AND p.tablename = p_table AND p.policyname = 'embedding_census') THEN
         RAISE EXCEPTION 'not an embedded table: %', p_table;
     END IF;
+    PERFORM set_config('{GUC}', 'on', true);
     RETURN QUERY EXECUTE format(
         'SELECT t.tenant_id, t.embedder, count(*) FROM %I.%I t GROUP BY 1, 2 ORDER BY 1, 2',
         '{schema}', p_table);
+    PERFORM set_config('{GUC}', 'off', true);
 END
 $$"""
 

@@ -144,8 +144,8 @@ async def _close(app: App) -> None:
 
 
 async def _seed(app: App, tenant: str) -> str:
-    """Five documents and a memory embedded by the server, one document and one memory
-    with the client's vectors; the runtime key."""
+    """Five documents, a memory and two session events embedded by the server, one document
+    and one memory with the client's vectors; the runtime key."""
     r = await app.http.post("/v1/admin/keys", headers=app.admin, json={
         "tenant_id": tenant, "role": "runtime", "max_data_level": "confidential"})
     assert r.status_code == 201, r.text
@@ -162,6 +162,12 @@ async def _seed(app: App, tenant: str) -> str:
         mem("I prefer answers about refunds in German"),
         mem("I work on the ledger team", embedding=own.vector("ledger team"))]})
     assert r.status_code in (200, 201), r.text
+    r = await app.http.post("/v1/sessions/s1/events", headers=bearer(key), json={
+        "user_id": "alice", "events": [
+            {"type": "message", "role": "user", "content": "The refund queue was slow today."},
+            {"type": "message", "role": "assistant", "content": "Noted."}]})
+    assert r.status_code == 201, r.text
+    await app.c.recall.idle()  # the events are embedded in the background
     return key
 
 
@@ -181,6 +187,7 @@ async def test_a_switch_re_embeds_in_the_background_and_never_mixes_spaces(
         assert before["embedder"] == before["legacy_embedder"] == "test-hash-a"
         assert _counts(before, "knowledge_chunks") == {"current": 5, "client": 1}
         assert _counts(before, "memories") == {"current": 1, "client": 1}
+        assert _counts(before, "session_events") == {"current": 2}
         assert "refunds.md" in await first.vector_hits(tenant, "refund calls time out")
         async with first.c.db.read_tx(tenant) as conn:
             written = {r.text: r for r in await conn.fetch(CHUNK_ROWS, {"t": tenant})}
@@ -194,6 +201,7 @@ async def test_a_switch_re_embeds_in_the_background_and_never_mixes_spaces(
         assert (stale["embedder"], stale["legacy_embedder"]) == ("test-hash-b", "test-hash-a")
         assert _counts(stale, "knowledge_chunks") == {"stale": 5, "client_stale": 1}
         assert _counts(stale, "memories") == {"stale": 1, "client_stale": 1}
+        assert _counts(stale, "session_events") == {"stale": 2}
         assert stale["running"] is False
         # A's vectors are not compared with B's query; words still find them.
         assert await second.vector_hits(tenant, "refund calls time out") == []
@@ -228,6 +236,7 @@ async def test_a_switch_re_embeds_in_the_background_and_never_mixes_spaces(
         done = await third.report()
         assert _counts(done, "knowledge_chunks") == {"current": 5, "client_stale": 1}
         assert _counts(done, "memories") == {"current": 1, "client_stale": 1}
+        assert _counts(done, "session_events") == {"current": 2}
         assert done["running"] is False
         assert "refunds.md" in await third.vector_hits(tenant, "refund calls time out")
         async with container.db.read_tx(tenant) as conn:
@@ -311,5 +320,40 @@ async def test_the_filtered_vector_search_still_uses_the_hnsw_index(
             await conn.execute(Sql("SET LOCAL enable_sort = off"))
             plan = "\n".join(r[0] for r in await conn.fetch(explain, params))
         assert "knowledge_chunks_embedding" in plan, plan
+    finally:
+        await _close(app)
+
+
+@pytest.fixture
+async def plain_owner_db(pg_owner_url: str, uid: str) -> AsyncIterator[str]:
+    """A database whose owner is a plain role (not superuser), as in production: FORCE ROW
+    LEVEL SECURITY binds it, so the census must go through its own policy."""
+    name, owner = f"ctxgate_reembed_plain_{uid}", f"ctxgate_owner_{uid}"
+    await _admin(pg_owner_url, f'CREATE ROLE "{owner}" LOGIN')
+    await _admin(pg_owner_url, f'CREATE DATABASE "{name}" OWNER "{owner}"')
+    su = make_url(pg_owner_url).set(database=name).render_as_string(hide_password=False)
+    await _admin(su, "CREATE EXTENSION vector")  # the one step that needs a superuser
+    url = make_url(su).set(username=owner).render_as_string(hide_password=False)
+    await asyncio.to_thread(migrate.upgrade, url, app_role="ctxgate_app", app_password=None)
+    yield url
+    await _admin(pg_owner_url, f'DROP DATABASE "{name}" WITH (FORCE)')
+    await _admin(pg_owner_url, f'DROP ROLE "{owner}"')
+
+
+async def test_the_census_crosses_tenants_under_a_plain_owner_and_the_app_role_cannot(
+        plain_owner_db: str, redis_url: str, uid: str) -> None:
+    settings = Settings(database_url=plain_owner_db, redis_url=redis_url,
+                        redis_prefix=f"ctxgate-test-{uid}",
+                        admin_token="test-admin-token-" + uid)
+    container, app = await _open(settings, HashEmbedder("test-hash-a"))
+    try:
+        await _seed(app, f"t{uid}a")
+        await _seed(app, f"t{uid}b")
+        report = await app.report()
+        assert _counts(report, "knowledge_chunks") == {"current": 10, "client": 2}
+        # The app role setting the census option still sees no tenant's rows but its own.
+        async with container.db.unscoped_tx() as conn:
+            await conn.execute(Sql("SET LOCAL ctxgate.embedding_census = 'on'"))
+            assert await conn.fetchval(Sql("SELECT count(*) FROM knowledge_chunks")) == 0
     finally:
         await _close(app)
