@@ -374,13 +374,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", choices=sorted(api_ingest.EMBEDDERS), default="e5",
                    help="with --api-ingest: the server's embedder; 'instant' answers at once "
                         "from loopback, the rate embeddings made elsewhere would allow; "
-                        "'client' sends each item's embedding in the request "
-                        "(default: %(default)s)")
+                        "'client' sends each item's embedding in the request; with "
+                        "--retrieval: e5 or instant (default: %(default)s)")
+    p.add_argument("--retrieval", action="store_true",
+                   help="measure evidence recall of POST /v1/context (knowledge and earlier "
+                        "sessions) against BM25 and dense baselines (docs/benchmarks.md)")
+    p.add_argument("--users", type=int, default=60,
+                   help="with --retrieval: users of the generated dataset, each with 6 "
+                        "earlier sessions and 6 questions (default: %(default)s)")
+    p.add_argument("--dataset", type=Path, default=None,
+                   help="with --retrieval: a JSONL dataset (bench/retrieval_data.py) instead "
+                        "of the generated one")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    if args.retrieval:
+        _main_retrieval(args)
+        return
     if args.api_ingest:
         out = args.out or Path(f"docs/benchmarks-api-ingest-{args.embedder}.json")
         ing = run_api_ingest(Config(seed=args.seed, out=out, workers=args.workers),
@@ -396,3 +408,19 @@ def main(argv: list[str] | None = None) -> None:
     for t in rep["targets"]:
         print(f"{t['status']:>12}  {t['target']}: {t['measured']} (goal {t['goal']})")
     print(f"report: {args.out}")
+
+
+def _main_retrieval(args: argparse.Namespace) -> None:
+    # Imported here: bench.retrieval builds on this module.
+    from bench import retrieval, retrieval_data
+
+    out = args.out or Path(f"docs/benchmarks-retrieval-{args.embedder}.json")
+    data = (retrieval_data.load(args.dataset) if args.dataset is not None
+            else retrieval_data.generate(args.seed, args.users))
+    cfg = Config(seed=args.seed, out=out, workers=args.workers)
+    rep = retrieval.run_retrieval(cfg, data=data, embedder=args.embedder,
+                                  log=lambda m: _log(cfg, m))
+    print(retrieval.table(rep))
+    for t in rep["targets"]:
+        print(f"{t['status']:>12}  {t['target']}: {t['measured']} (goal {t['goal']})")
+    print(f"report: {out}")
