@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.routing import Route
@@ -43,6 +44,7 @@ from app.adapters.redis.session_tail import RedisSessionTail
 from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.api import errors
+from app.api.contract import complete
 from app.api.middleware import BodyLimit, RequestMetrics
 from app.api.routes import ROUTERS
 from app.core.compaction import ExtractiveSummarizer
@@ -309,6 +311,13 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document completed with what the server keeps (``app.api.contract``)."""
+        if app.openapi_schema is None:
+            app.openapi_schema = complete(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     mcp = McpEndpoint(app)  # the MCP tools over streamable HTTP (app/integrations)
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))
     app.add_middleware(RequestMetrics)

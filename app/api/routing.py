@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 from fastapi import Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
@@ -87,11 +88,30 @@ class OrjsonRequest(Request):
         return self._json
 
 
+def _query_names(dependant: Dependant) -> frozenset[str]:
+    """The query parameters a route declares, its dependencies' included."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return frozenset(names)
+
+
 class OrjsonRoute(APIRoute):
+    """Bodies parsed by orjson and checked by ``check_body``; query parameters the route does
+    not declare are refused (422 ``extra_forbidden``), as unknown body fields are: a typo'd
+    ``limt=5`` must not silently mean the default."""
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        declared = _query_names(self.dependant)
 
         async def parse_with_orjson(request: Request) -> Response:
+            unknown = sorted(set(request.query_params) - declared)
+            if unknown:
+                raise RequestValidationError([
+                    {"loc": ("query", name), "type": "extra_forbidden",
+                     "msg": "this operation has no such query parameter"}
+                    for name in unknown])
             ours = OrjsonRequest(request.scope, request.receive)
             if await ours.body():
                 # Parsed here, outside FastAPI's body handling, which would turn a limit's

@@ -1,7 +1,7 @@
 """Client fixtures: the real app served by uvicorn on a loopback port, on the real stores.
 
-The server runs in a thread with its own event loop, owning its Container as `ctxgate serve`
-does, so the client talks HTTP over a socket exactly as a runtime would. ``ctx`` makes a
+The server (``tests.live_server``) owns its Container as `ctxgate serve` does, so the client
+talks HTTP over a socket exactly as a runtime would. ``ctx`` makes a
 client for a key, once sync and once async: the sync client sits behind awaitable methods
 (each call in a worker thread), so one scenario drives both.
 """
@@ -9,20 +9,16 @@ client for a key, once sync and once async: the sync client sits behind awaitabl
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, cast
 
 import pytest
-import uvicorn
 from ctxgate_client import AsyncCtxgateClient, CtxgateClient
 from ctxgate_client.models import Role
 
-from app.main import create_app
 from app.settings import Settings
+from tests.live_server import live_server
 
 ADMIN_TOKEN = "client-test-admin-" + uuid.uuid4().hex[:8]
 Connect = Callable[..., AsyncCtxgateClient]
@@ -33,23 +29,8 @@ def live_url(pg_owner_url: str, redis_url: str) -> Iterator[str]:
     settings = Settings(database_url=pg_owner_url, redis_url=redis_url,
                         redis_prefix=f"ctxgate-client-{uuid.uuid4().hex[:8]}",
                         admin_token=ADMIN_TOKEN)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning",
-                                           ws="none", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 180
-    while not server.started:
-        assert thread.is_alive(), "the server thread died while starting"
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+    with live_server(settings) as url:
+        yield url
 
 
 class SyncAsAsync:
