@@ -79,3 +79,11 @@ def check_tenant_claim(principal: Principal, claimed: str | None) -> None:
 # The signed end-user assertion (a JWT of the tenant's); see app.service.identity.
 AssertionDep = Annotated[str | None, Header(
     alias="X-Ctxgate-User-Assertion", description="JWT naming the end user (sub, groups)")]
+
+# A client's key for one logical write (IETF draft "The Idempotency-Key HTTP Header Field"):
+# a retry with the same key and body is applied once and answered as the first attempt was.
+IdempotencyKeyDep = Annotated[str | None, Header(
+    alias="Idempotency-Key", min_length=1, max_length=256, pattern=r"^[\x21-\x7e]+$",
+    description="printable ASCII, 1-256 characters: a retried append with the same key and "
+                "body appends nothing and answers the first attempt's seqs; the same key "
+                "with another body is 409")]

@@ -105,7 +105,11 @@ async def _validation(_: Request, exc: Exception) -> Response:
 async def _http(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     type_, title = HTTP_TYPES.get(exc.status_code, ("http-error", "HTTP error"))
-    return problem(exc.status_code, type_, title, str(exc.detail))
+    response = problem(exc.status_code, type_, title, str(exc.detail))
+    # The router's own headers stay: a 405's Allow (RFC 9110) lists the methods there are.
+    for name, value in (exc.headers or {}).items():
+        response.headers.setdefault(name, value)
+    return response
 
 
 async def _embedder(_: Request, exc: Exception) -> Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -157,7 +158,27 @@ async def test_stale_checkpoint_revision_is_409(client: httpx.AsyncClient, make_
 
 async def test_unknown_route_and_method_are_problems(client: httpx.AsyncClient) -> None:
     assert_problem(await client.get("/v1/nothing"), 404, "not-found")
-    assert_problem(await client.get("/v1/context"), 405, "method-not-allowed")
+    r = await client.get("/v1/context")
+    assert_problem(r, 405, "method-not-allowed")
+    assert r.headers["allow"] == "POST"  # RFC 9110: a 405 says what is allowed
+
+
+async def test_a_chunked_body_over_the_limit_is_413_and_nothing_is_written(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    key = await make_key(tenant)
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the limit must count
+        yield b'{"user_id": "alice", "events": [{"type": "message", "role": "user", '
+        yield b'"content": "'
+        for _ in range(40):
+            yield b"x" * 50_000
+        yield b'"}]}'
+
+    r = await client.post("/v1/sessions/s_chunked/events", content=chunks(),
+                          headers={**bearer(key), "Content-Type": "application/json"})
+    assert_problem(r, 413, "payload-too-large")
+    assert_problem(await client.get("/v1/sessions/s_chunked/events?user_id=alice",
+                                    headers=bearer(key)), 404, "not-found")
 
 
 async def test_a_key_writes_only_what_it_could_read(client: httpx.AsyncClient,

@@ -200,3 +200,26 @@ async def test_erasing_the_user_takes_the_turn_records_with_the_sessions(
         await container.erasure_worker.stop()
     assert done["status"] == "done", done
     assert await recorded(container, tenant) == 0
+
+
+async def test_an_append_with_an_idempotency_key_is_applied_once(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    """The events endpoint's own retry: the response of the first attempt was lost, the
+    client sends the same request again (sequentially and concurrently)."""
+    key = await make_key(tenant)
+    body = {"user_id": "alice", "events": NEW}
+    headers = {**bearer(key), "Idempotency-Key": "append-1"}
+    first = await client.post("/v1/sessions/idem/events", headers=headers, json=body)
+    again = await asyncio.gather(*(client.post("/v1/sessions/idem/events", headers=headers,
+                                               json=body) for _ in range(4)))
+    assert first.status_code == 201, first.text
+    assert {r.status_code for r in again} == {201}
+    assert {tuple(r.json()["seqs"]) for r in again} == {tuple(first.json()["seqs"])}
+    other = await client.post("/v1/sessions/idem/events", headers=headers,
+                              json={**body, "events": NEW[:1]})
+    assert other.status_code == 409 and other.json()["type"] == "conflict"
+    # A new key is a new append; no key is always a new append.
+    assert (await client.post("/v1/sessions/idem/events", json=body, headers={
+        **bearer(key), "Idempotency-Key": "append-2"})).json()["seqs"] == [4, 5, 6]
+    events = await client.get("/v1/sessions/idem/events?user_id=alice", headers=bearer(key))
+    assert [e["seq"] for e in events.json()["events"]] == [1, 2, 3, 4, 5, 6]

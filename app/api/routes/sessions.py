@@ -8,7 +8,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from app.api.deps import AdminDep, AssertionDep, ContainerDep, RuntimeDep, check_tenant_claim
+from app.api.deps import (
+    AdminDep,
+    AssertionDep,
+    ContainerDep,
+    IdempotencyKeyDep,
+    RuntimeDep,
+    check_tenant_claim,
+)
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
     INT32_MAX,
@@ -28,6 +35,7 @@ from app.api.schemas import (
 from app.core.errors import ForbiddenScope
 from app.core.model import Visibility
 from app.ports import SessionOwner
+from app.service.assemble import request_sha256
 from app.service.identity import bind_user
 
 router = APIRouter(tags=["sessions"], route_class=OrjsonRoute)
@@ -41,15 +49,21 @@ SessionId = Annotated[Id, Path()]
 @router.post("/v1/sessions/{session_id:path}/events", status_code=201,
              response_model=EventsAppended, responses=ERRORS)  # type: ignore[arg-type]
 async def append_events(session_id: SessionId, body: EventsAppend, principal: RuntimeDep,
-                        container: ContainerDep, assertion: AssertionDep = None
-                        ) -> EventsAppended:
+                        container: ContainerDep, assertion: AssertionDep = None,
+                        idempotency_key: IdempotencyKeyDep = None) -> EventsAppended:
+    """Append events in order. With ``Idempotency-Key`` at most once: a retry whose response
+    was lost gets the first attempt's seqs and appends nothing."""
     check_tenant_claim(principal, body.tenant_id)
     bind_user(principal, assertion, user_id=body.user_id)
-    seqs = await container.sessions.append(
+    seqs = await container.sessions.append_for_turn(
         tenant_id=principal.tenant_id, session_id=session_id,
         owner=SessionOwner(user_id=body.user_id, agent_id=body.agent_id,
                            parent_session_id=body.parent_session_id),
-        events=body.to_domain())
+        events=body.to_domain(),
+        # The turn's own at-most-once record, in a namespace of its own.
+        turn_id=None if idempotency_key is None else f"idempotency-key:{idempotency_key}",
+        request_sha256=request_sha256(
+            {"session_id": session_id, **body.model_dump(mode="json", exclude_none=True)}))
     return EventsAppended(session_id=session_id, seqs=seqs)
 
 

@@ -174,13 +174,16 @@ class AsyncCtxgateClient:
     async def append_events(
         self, session_id: str, *, user_id: str, events: Sequence[EventLike],
         agent_id: str | None = None, parent_session_id: str | None = None,
-        tenant_id: str | None = None,
+        tenant_id: str | None = None, idempotency_key: str | None = None,
     ) -> EventsAppended:
         """POST /v1/sessions/{id}/events: append events (``Message``, ``ToolCall``,
-        ``ToolResult`` or their dicts) in order. Sent once (an append is not idempotent)."""
+        ``ToolResult`` or their dicts) in order. With ``idempotency_key`` (sent as
+        ``Idempotency-Key``) the append is applied at most once and retried like any safe
+        call; without one it is sent once."""
         return await self._send(Call(
             method="POST", path=path("/v1/sessions/{}/events", session_id),
-            read=model(EventsAppended),
+            read=model(EventsAppended), idempotent=idempotency_key is not None,
+            headers=None if idempotency_key is None else {"Idempotency-Key": idempotency_key},
             body=body(tenant_id=tenant_id, user_id=user_id, agent_id=agent_id,
                       parent_session_id=parent_session_id, events=wire_events(events))))
 

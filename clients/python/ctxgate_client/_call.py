@@ -37,6 +37,7 @@ class Call(Generic[T]):
     body: Any = None
     idempotent: bool = False
     accept: frozenset[int] = field(default_factory=frozenset)  # non-2xx answers to read
+    headers: Mapping[str, str] | None = None
 
     def request(self) -> dict[str, Any]:
         """Keyword arguments for ``httpx.(Async)Client.request``."""
@@ -45,6 +46,8 @@ class Call(Generic[T]):
             args["params"] = {k: v for k, v in self.params.items() if v is not None}
         if self.body is not None:
             args["json"] = self.body
+        if self.headers:
+            args["headers"] = dict(self.headers)
         return args
 
     def result(self, response: httpx.Response) -> T:
