@@ -21,6 +21,9 @@ POSTGRES_FAULTS: tuple[type[Exception], ...] = (
     asyncpg.exceptions.OperatorInterventionError,  # 57P01-57P03: shutdown, cannot connect now
     asyncpg.exceptions.TooManyConnectionsError,  # 53300: another service took the slots
     asyncpg.exceptions.ConnectionDoesNotExistError,  # the connection died mid-statement
+    # A pooled connection whose server died while an operation was in flight is left with
+    # that operation "in progress" (asyncpg's protocol state): the next use on it fails so.
+    asyncpg.exceptions.InternalClientError,
 )
 REDIS_FAULTS: tuple[type[Exception], ...] = (
     redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)

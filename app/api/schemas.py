@@ -1045,5 +1045,7 @@ class ErasureOut(BaseModel):
     finished_at: datetime | None
     attempts: int
     receipt: dict[str, Any] | None = Field(
-        description="Per layer found / erased / verified_remaining, and what is retained; "
-                    "null until the job has finished.")
+        description="Per layer found / erased / verified_remaining / status (verified, "
+                    "remaining, unreachable with its error), and what is retained. An open job "
+                    "shows its last attempt's checks with verified false (it is retried); "
+                    "null before the first attempt.")

@@ -186,8 +186,8 @@ async def test_second_request_finds_nothing_and_completes_with_zeros(
     assert again["erasure_id"] != first["erasure_id"]
     got = await wait_finished(client, admin, again["erasure_id"])
     assert got["status"] == "done"
-    assert all(v == {"found": 0, "erased": 0, "verified_remaining": 0, "tables": v["tables"]}
-               for v in got["receipt"]["layers"].values())
+    assert all(v == {"found": 0, "erased": 0, "verified_remaining": 0, "status": "verified",
+                     "tables": v["tables"]} for v in got["receipt"]["layers"].values())
 
 
 async def test_only_admin_may_request_and_ids_are_tenant_scoped(

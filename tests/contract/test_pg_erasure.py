@@ -40,17 +40,26 @@ async def _job(svc: ErasureService, tenant: str, erasure_id: str) -> ErasureJob:
 
 
 async def test_verification_catches_a_skipped_layer(container: Container, tenant: str) -> None:
+    """A layer whose data is still there keeps the job open, its receipt unverified and
+    saying which layer; a later attempt that erases it finishes the job."""
     await _checkpoint(container, tenant, "u1")
     svc = service(container, skip="task_checkpoints")
     job = await svc._store.create(tenant_id=tenant, user_id="u1", requested_by="key-admin")
     assert await svc.run(tenant_id=tenant, erasure_id=job.erasure_id)
-    done = await _job(svc, tenant, job.erasure_id)
-    assert done.status == "failed" and done.user_id == tombstone(tenant, "u1")
-    layer = done.receipt["layers"]["task_checkpoints"]
-    assert layer == {"found": 0, "erased": 0, "verified_remaining": 1, "tables": {}}
-    assert done.receipt["verified"] is False
-    others = {k: v["verified_remaining"] for k, v in done.receipt["layers"].items()}
+    open_ = await _job(svc, tenant, job.erasure_id)
+    assert open_.status == "running" and open_.user_id == "u1"  # not tombstoned: not done
+    layer = open_.receipt["layers"]["task_checkpoints"]
+    assert layer == {"found": 0, "erased": 0, "verified_remaining": 1, "status": "remaining",
+                     "tables": {}}
+    assert open_.receipt["verified"] is False and "finished_at" not in open_.receipt
+    others = {k: v["verified_remaining"] for k, v in open_.receipt["layers"].items()}
     assert others == {**dict.fromkeys(others, 0), "task_checkpoints": 1}
+
+    assert await service(container).run(tenant_id=tenant, erasure_id=job.erasure_id)
+    done = await _job(svc, tenant, job.erasure_id)
+    assert done.status == "done" and done.user_id == tombstone(tenant, "u1")
+    assert done.receipt["verified"] is True and done.receipt["layers"]["task_checkpoints"][
+        "erased"] == 1
 
 
 async def test_a_job_left_running_by_a_crash_is_resumed(container: Container, tenant: str) -> None:

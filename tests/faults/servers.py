@@ -53,8 +53,19 @@ class OwnRedis:
         os.kill(self._proc.pid, signal.SIGKILL)
         self._proc.wait(WAIT_S)
 
+    def pause(self) -> None:
+        """SIGSTOP: a hung server. Connections stay open and every command times out; the
+        data survives, as it does in a real network partition."""
+        assert self._proc is not None
+        os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._proc is not None
+        os.kill(self._proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
+            self.resume()  # a stopped process would not act on the kill until continued
             self._proc.kill()
             self._proc.wait(WAIT_S)
 

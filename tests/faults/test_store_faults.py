@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
 from app.main import Container, create_app
 from app.settings import Settings
@@ -138,3 +139,71 @@ async def test_a_dead_postgres_is_a_503_naming_it_and_recovery_needs_no_restart(
         # The append refused during the outage was never acknowledged, and is not there.
         assert [e["content"] for e in events.json()["events"]] == [
             "the invoice is in the blue folder"]
+
+
+async def test_an_erasure_receipt_never_claims_what_it_could_not_check(
+        settings: Settings, own_redis: OwnRedis, tenant: str) -> None:
+    """Redis hangs during the job: the PostgreSQL layers are erased and verified, the job stays
+    open with redis_cache 'unreachable' and verified false; once Redis answers again the
+    same job erases the cached tail it still holds and only then says verified."""
+    async for client, container in _client(settings.model_copy(
+            update={"redis_url": own_redis.url})):
+        key = await _key(client, container, tenant)
+        assert container.settings.admin_token is not None
+        admin = await _admin_key(client, container, tenant)
+        assert (await _append(client, key, "CANARY my IBAN is DE89 3704 0044 0532 0130 00")
+                ).status_code == 201
+        assert (await _turn(client, key)).status_code == 200  # the tail is cached in Redis
+        prefix = f"{container.settings.redis_prefix}:*"
+        assert await _redis_keys(own_redis, prefix)
+
+        container.erasure_worker.start()
+        own_redis.pause()
+        try:
+            r = await client.post("/v1/erasures", headers=bearer(admin),
+                                  json={"user_id": "alice"})
+            assert r.status_code == 202, r.text
+            erasure_id = r.json()["erasure_id"]
+            job = await _until(client, admin, erasure_id,
+                               lambda j: "redis_cache" in (j["receipt"] or {}).get("layers", {}))
+            assert job["status"] in ("pending", "running") and job["receipt"]["verified"] \
+                is False
+            layers = job["receipt"]["layers"]
+            assert layers["redis_cache"]["status"] == "unreachable"
+            assert layers["session_archive"]["status"] == "verified"
+        finally:
+            own_redis.resume()
+        done = await _until(client, admin, erasure_id, lambda j: j["status"] == "done")
+        assert done["receipt"]["verified"] is True
+        assert done["receipt"]["layers"]["redis_cache"]["status"] == "verified"
+        assert await _redis_keys(own_redis, prefix) == []  # checked against the store itself
+
+
+async def _admin_key(client: Client, container: Container, tenant: str) -> str:
+    assert container.settings.admin_token is not None
+    r = await client.post("/v1/admin/keys", headers={
+        "Authorization": f"Bearer {container.settings.admin_token.get_secret_value()}"},
+        json={"tenant_id": tenant, "role": "admin", "max_data_level": "internal"})
+    assert r.status_code == 201, r.text
+    return str(r.json()["api_key"])
+
+
+async def _until(client: Client, key: str, erasure_id: str,
+                 done: Callable[[dict[str, Any]], bool], timeout_s: float = 60) -> dict[str, Any]:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        r = await client.get(f"/v1/erasures/{erasure_id}", headers=bearer(key))
+        assert r.status_code == 200, r.text
+        job: dict[str, Any] = r.json()
+        if done(job):
+            return job
+        assert asyncio.get_running_loop().time() < deadline, job
+        await asyncio.sleep(0.2)
+
+
+async def _redis_keys(server: OwnRedis, pattern: str) -> list[bytes]:
+    direct = Redis.from_url(server.url)
+    try:
+        return [k async for k in direct.scan_iter(match=pattern)]
+    finally:
+        await direct.aclose()

@@ -387,9 +387,11 @@ class Database:
             except BaseException:
                 try:
                     await raw.execute("ROLLBACK")
-                except BaseException:
+                except Exception:
+                    # The connection is broken (the server went away mid-statement): it is
+                    # discarded, and the error the caller sees is the one that happened, not
+                    # the ROLLBACK's ("another operation is in progress").
                     _discard(raw)
-                    raise
                 raise
             try:
                 status = await raw.execute("COMMIT")

@@ -62,6 +62,13 @@ AND status IN ('pending', 'running') RETURNING {_COLS}""",
     "finish": """UPDATE erasures SET status = :status, finished_at = now(), user_id = :tomb,
 receipt = CAST(:r AS jsonb) WHERE tenant_id = :t AND erasure_id = :id""",
     "plan_sessions": "SELECT session_id FROM sessions WHERE tenant_id = :t AND user_id = :u",
+    # What earlier jobs of the same user planned: their sessions' rows may be gone already
+    # (a job that erased PostgreSQL and then failed on Redis), but not their cached keys.
+    "plan_before": "SELECT receipt -> 'plan' FROM erasures WHERE tenant_id = :t "
+                   "AND user_id IN (:u, :tomb) AND erasure_id <> :id AND receipt ? 'plan'",
+    # Two requests for one user at once: one job (the second waits, then finds it open).
+    "lock_user": "SELECT pg_advisory_xact_lock(hashtextextended("
+                 "'erasure-user/' || :t || '/' || :u, 0))",
     "plan_turns": "SELECT turn_id FROM manifests WHERE tenant_id = :t "
                   "AND user_id IN (:u, :tomb)",
     # session_archive
@@ -278,6 +285,7 @@ class PgErasureStore:
     async def create(self, *, tenant_id: str, user_id: str, requested_by: str) -> ErasureJob:
         p = {"t": tenant_id, "u": user_id, "by": requested_by, "id": f"er_{uuid.uuid4().hex}"}
         async with self._db.tenant_tx(tenant_id) as conn:
+            await conn.execute(_S["lock_user"], p)
             row = await conn.fetchrow(_S["create"], p)
             if row is None:  # the user already has an open job: that one is the answer
                 row = await conn.one(_S["open_of_user"], p)
@@ -314,15 +322,22 @@ class PgErasureStore:
         p = {"t": job.tenant_id, "id": job.erasure_id, "u": job.user_id, "tomb": tombstone}
         async with self._db.tenant_tx(job.tenant_id) as conn:
             receipt: dict[str, Any] = await conn.fetchval(_S["receipt"], p) or {}
-            plan = receipt.setdefault("plan", {"sessions": [], "turns": []})
-            sessions = set(plan["sessions"]) | set(
+            plans = [receipt.setdefault("plan", {"sessions": [], "turns": []}),
+                     *await conn.fetchcol(_S["plan_before"], p)]
+            sessions = {sid for plan in plans for sid in plan["sessions"]} | set(
                 await conn.fetchcol(_S["plan_sessions"], p))
-            turns = set(plan["turns"]) | set(await conn.fetchcol(_S["plan_turns"], p))
+            turns = {tid for plan in plans for tid in plan["turns"]} | set(
+                await conn.fetchcol(_S["plan_turns"], p))
             receipt["plan"] = {"sessions": sorted(sessions), "turns": sorted(turns)}
             await conn.execute(_S["save"], {**p, "r": dumps(receipt)})
         return ErasureTarget(tenant_id=job.tenant_id, erasure_id=job.erasure_id,
                              user_id=job.user_id, tombstone=tombstone,
                              session_ids=tuple(sorted(sessions)), turn_ids=tuple(sorted(turns)))
+
+    async def postpone(self, *, job: ErasureJob, receipt: dict[str, Any]) -> None:
+        async with self._db.tenant_tx(job.tenant_id) as conn:
+            await conn.execute(_S["save"], {"t": job.tenant_id, "id": job.erasure_id,
+                                            "r": dumps(receipt)})
 
     async def record(self, *, target: ErasureTarget, layer: str, count: LayerCount) -> None:
         async with self._db.tenant_tx(target.tenant_id) as conn:

@@ -35,4 +35,7 @@ async def get_erasure(erasure_id: Annotated[MintedId, Path()], principal: OpsDep
         subject=job.user_id if finished else tombstone(job.tenant_id, job.user_id),
         requested_by=job.requested_by, requested_at=job.requested_at,
         started_at=job.started_at, finished_at=job.finished_at, attempts=job.attempts,
-        receipt={k: v for k, v in job.receipt.items() if k != "plan"} if finished else None)
+        # An open job shows its last attempt's checks (verified: false): what is known, no
+        # more. The plan (the user's session and turn ids) is never shown.
+        receipt={k: v for k, v in job.receipt.items() if k != "plan"}
+        if finished or "layers" in job.receipt else None)
