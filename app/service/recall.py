@@ -10,7 +10,8 @@ job then, session by session (the most recently appended last):
    embedding failed stays NULL and is retried with that session's next append; until then
    full-text search still finds it.
 2. when a ``MemoryService`` is given, turns what the user stated about themselves in the new
-   events (``app.core.session_facts``) into memory *candidates* through the write gate, with
+   events (``app.core.session_facts``; re-read from the archive, so an erased session proposes
+   nothing) into memory *candidates* through the write gate, with
    the event as evidence: the gate decides (duplicate, superseded, rejected, accepted); what
    it rejects leaves no row. Nothing here writes memory directly.
 
@@ -99,7 +100,14 @@ class SessionRecall:
     async def _propose(self, tenant_id: str, session_id: str, owner: SessionOwner,
                        said: Sequence[SessionEvent]) -> None:
         assert self._memories is not None
-        writes = fact_writes(said, session_id=session_id, user_id=owner.user_id)
+        # What the archive holds now, not the copy queued at append time: a session erased
+        # meanwhile ("forget me") must not come back as memories.
+        seqs = {e.seq for e in said}
+        stored = await self._archive.events(tenant_id=tenant_id, session_id=session_id,
+                                            after_seq=min(seqs) - 1,
+                                            limit=max(seqs) - min(seqs) + 1)
+        writes = fact_writes([e for e in stored if e.seq in seqs], session_id=session_id,
+                             user_id=owner.user_id)
         if not writes:
             return
         # The candidates are the user's own words; the gate's actor is this job, not a key.
