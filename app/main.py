@@ -213,6 +213,7 @@ class Container:
             policy_revision=settings.policy_revision, metrics=metrics,
             profiles=profiles_from_json(settings.redaction_profiles)
             if settings.redaction_profiles else {},
+            replay_ttl_s=settings.replay_ttl_s,
             tracer=make_tracer("ctxgate", console=settings.otel_console),
             reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
@@ -231,7 +232,8 @@ class Container:
             erasure_worker=ErasureWorker(erasure_svc), findings=findings, recall=recall,
             reembedder=ReEmbedder(store=embeddings, embedder=embedder, space=space,
                                   batch=settings.reembed_batch,
-                                  pause_s=settings.reembed_pause_ms / 1000, metrics=metrics),
+                                  pause_s=settings.reembed_pause_ms / 1000,
+                                  duty=settings.reembed_duty, metrics=metrics),
             model=model)
 
     async def readiness(self) -> dict[str, bool]:

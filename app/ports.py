@@ -360,12 +360,18 @@ class KnowledgeStore(Protocol):
 
 class ManifestStore(Protocol):
     async def insert(
-        self, *, tenant_id: str, manifest: StoredManifest, audit: Sequence[AuditRecord]
+        self, *, tenant_id: str, manifest: StoredManifest, audit: Sequence[AuditRecord],
+        replay: bytes | None = None,
     ) -> StoredManifest | None:
-        """Insert manifest and its audit records in one transaction.
+        """Insert manifest, its audit records and (a client turn) its ``replay`` entry in
+        one transaction.
 
         Returns None when inserted, or the manifest already stored under that ``turn_id``.
         """
+        ...
+
+    async def replay(self, *, tenant_id: str, turn_id: str, max_age_s: int) -> bytes | None:
+        """The replay entry stored with a manifest, if younger than ``max_age_s``."""
         ...
 
     async def get(self, *, tenant_id: str, turn_id: str) -> StoredManifest | None: ...

@@ -15,7 +15,6 @@ a retry of that turn_id assembles over them without appending them again.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -76,7 +75,6 @@ from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
 log = logging.getLogger(__name__)
-REPLAY_WAIT_S = 2.0
 
 
 def request_sha256(raw: dict[str, Any]) -> str:
@@ -102,6 +100,7 @@ class Assembler:
         metrics: Metrics,
         tracer: Tracer,
         profiles: Mapping[str, RedactionProfile],
+        replay_ttl_s: int = 24 * 3600,
         reads: SharedReads,
         memories: MemoryService | None = None,
         memory_revalidate_days: int = 90,
@@ -126,6 +125,7 @@ class Assembler:
         self._metrics = metrics
         self._tracer = tracer
         self._profiles = profiles
+        self._replay_ttl_s = replay_ttl_s
 
     async def turn(self, principal: Principal, req: TurnRequest, req_hash: str,
                    append: Sequence[NewEvent] = (), parent_session_id: str | None = None
@@ -228,8 +228,9 @@ class Assembler:
         body = orjson.dumps(out)
         stored = StoredManifest(turn_id=req.turn_id, key_id=principal.key_id,
                                 request_sha256=req_hash, body=manifest)
+        replay = _wrap(req_hash, body) if req.client_turn_id else None
         with stage_span(self._tracer, "ctxgate.persist", audit=len(assembly.permission_drops)):
-            existing = await self._persist(scope, principal, stored, assembly)
+            existing = await self._persist(scope, principal, stored, assembly, replay)
             if existing is not None:
                 return await self._after_race(scope, req.turn_id, existing, req_hash), None
             if req.client_turn_id:
@@ -305,7 +306,7 @@ class Assembler:
         return out
 
     async def _persist(self, scope: Scope, principal: Principal, stored: StoredManifest,
-                       assembly: Assembly) -> StoredManifest | None:
+                       assembly: Assembly, replay: bytes | None) -> StoredManifest | None:
         audit = [
             AuditRecord(turn_id=stored.turn_id, kind=d.type, principal=principal.key_id,
                         ref=d.ref, rule=d.reason, detail={"kind": d.kind.value,
@@ -315,7 +316,7 @@ class Assembler:
         audit += _recalled(scope, principal, stored.turn_id, assembly)
         try:
             return await self._manifests.insert(
-                tenant_id=scope.tenant_id, manifest=stored, audit=audit)
+                tenant_id=scope.tenant_id, manifest=stored, audit=audit, replay=replay)
         except Exception:
             self._metrics.manifest_write_failures.inc()
             raise
@@ -324,12 +325,13 @@ class Assembler:
                           req_hash: str) -> bytes:
         if existing.request_sha256 != req_hash:
             raise Conflict(f"turn_id {turn_id!r} was already used by a different request")
-        deadline = time.monotonic() + REPLAY_WAIT_S
-        while time.monotonic() < deadline:  # the winner is writing the replay entry now
-            cached = await self._replay_get(scope.tenant_id, turn_id)
-            if cached is not None:
-                return self._replayed(cached, req_hash)
-            await asyncio.sleep(0.02)
+        # The winner stored its response with its manifest: Redis is the fast copy, the
+        # manifest row the one that survives a crash or a Redis outage between the two.
+        cached = await self._replay_get(scope.tenant_id, turn_id) or \
+            await self._manifests.replay(tenant_id=scope.tenant_id, turn_id=turn_id,
+                                         max_age_s=self._replay_ttl_s)
+        if cached is not None:
+            return self._replayed(cached, req_hash)
         raise Conflict(f"turn_id {turn_id!r} was already assembled; its response has expired, "
                        f"fetch GET /v1/manifests/{turn_id} or use a new turn_id")
 

@@ -114,7 +114,9 @@ CAST(:snapshots AS text[])) AS h(memory_id, version, at, action, actor, snapshot
     # identity
     "take_manifests": "SELECT turn_id, user_id, body FROM manifests WHERE tenant_id = :t AND "
                       "(user_id = :u OR " + MENTIONS.format("body") + ") LIMIT 500",  # = BATCH
-    "put_manifests": """UPDATE manifests m SET user_id = n.user_id, body = CAST(n.body AS jsonb)
+    # The replay entry is the turn's response, content and all: it goes, the shape stays.
+    "put_manifests": """UPDATE manifests m SET user_id = n.user_id, body = CAST(n.body AS jsonb),
+replay = NULL
 FROM unnest(CAST(:ids AS text[]), CAST(:users AS text[]), CAST(:bodies AS text[]))
 AS n(turn_id, user_id, body) WHERE m.tenant_id = :t AND m.turn_id = n.turn_id""",
     "take_audit": "SELECT id, principal, detail FROM audit_log WHERE tenant_id = :t AND "
@@ -144,7 +146,9 @@ AND :u = ANY(acl_users)) + (SELECT count(*) FROM knowledge_chunks WHERE tenant_i
 AND :u = ANY(acl_users))""",
     "identity": "SELECT (SELECT count(*) FROM manifests WHERE tenant_id = :t AND (user_id = :u OR "
                 + MENTIONS.format("body") + ")) + (SELECT count(*) FROM audit_log WHERE "
-                "tenant_id = :t AND (principal = :u OR " + MENTIONS.format("detail") + "))",
+                "tenant_id = :t AND (principal = :u OR " + MENTIONS.format("detail") + ")) "
+                "+ (SELECT count(*) FROM manifests WHERE tenant_id = :t AND user_id = :tomb "
+                "AND replay IS NOT NULL)",
 }
 _S = {name: Sql(sql) for name, sql in {**SQL, **REMAINING}.items()}
 Step = Callable[[Tx, dict[str, Any]], Coroutine[Any, Any, dict[str, int]]]

@@ -26,9 +26,9 @@ from app.ports import AuditRecord, ManifestFilter, StoredManifest
 
 INSERT_SQL = """
 INSERT INTO manifests (tenant_id, turn_id, key_id, session_id, task_id, user_id,
-                       request_sha256, body, created_at)
+                       request_sha256, body, created_at, replay)
 VALUES (:tenant_id, :turn_id, :key_id, :session_id, :task_id, :user_id, :request_sha256,
-        CAST(:body AS jsonb), coalesce(CAST(:created_at AS timestamptz), now()))
+        CAST(:body AS jsonb), coalesce(CAST(:created_at AS timestamptz), now()), :replay)
 ON CONFLICT (tenant_id, turn_id) DO NOTHING
 RETURNING turn_id
 """
@@ -50,7 +50,12 @@ WITH m AS ({INSERT_SQL}),
      a AS ({AUDIT_INSERT_SQL} WHERE EXISTS (SELECT 1 FROM m))
 SELECT turn_id FROM m
 """  # noqa: S608 - constant fragments, values are bound
+REPLAY_SQL = """
+SELECT replay FROM manifests WHERE tenant_id = :tenant_id AND turn_id = :turn_id
+  AND replay IS NOT NULL AND created_at > now() - make_interval(secs => :max_age_s)
+"""
 _INSERT, _GET, _LIST = Sql(INSERT_WITH_AUDIT_SQL), Sql(GET_SQL), Sql(LIST_SQL)
+_REPLAY = Sql(REPLAY_SQL)
 
 
 def _stored(row: Row) -> StoredManifest:
@@ -89,7 +94,8 @@ class PgManifestStore:
         self._db = db
 
     async def insert(
-        self, *, tenant_id: str, manifest: StoredManifest, audit: Sequence[AuditRecord]
+        self, *, tenant_id: str, manifest: StoredManifest, audit: Sequence[AuditRecord],
+        replay: bytes | None = None,
     ) -> StoredManifest | None:
         body = manifest.body
         params = {
@@ -102,6 +108,7 @@ class PgManifestStore:
             "request_sha256": manifest.request_sha256,
             "body": dumps(body),
             "created_at": _created_at(body),
+            "replay": replay,
             **record_params(audit),
         }
         async with self._db.tenant_tx(tenant_id) as conn:
@@ -111,6 +118,12 @@ class PgManifestStore:
                     _GET, {"tenant_id": tenant_id, "turn_id": manifest.turn_id})
                 return _stored(row)
         return None
+
+    async def replay(self, *, tenant_id: str, turn_id: str, max_age_s: int) -> bytes | None:
+        async with self._db.read_tx(tenant_id) as conn:
+            value = await conn.fetchval(_REPLAY, {"tenant_id": tenant_id, "turn_id": turn_id,
+                                                  "max_age_s": float(max_age_s)})
+        return bytes(value) if value is not None else None
 
     async def get(self, *, tenant_id: str, turn_id: str) -> StoredManifest | None:
         async with self._db.read_tx(tenant_id) as conn:
