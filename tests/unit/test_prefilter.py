@@ -18,6 +18,8 @@ import pytest
 from app.core.compaction import text as tx
 from app.core.detectors import ALL_DETECTORS
 from app.core.detectors.base import PatternDetector, fold_ascii
+from app.core.detectors.confusables import canonical
+from app.core.detectors.injection import INJECTION
 from app.core.detectors.literals import caseless, required_factors
 from app.core.detectors.prefilter import HAVE_HYPERSCAN, Prefiltered, pattern_factors
 from app.core.guards.safety import Finding
@@ -35,8 +37,23 @@ TEXTS = [v for line in CASES.read_text(encoding="utf-8").splitlines() if line
 SCANS = [pytest.param(True, id="hyperscan"), pytest.param(False, id="python")]
 
 
+# the injection family runs as one CanonicalText detector: check its members one by one
+PATTERN_DETECTORS = [m for d in ALL_DETECTORS for m in getattr(d, "members", (d,))]
+
+
 def _plain(text: str) -> list[Finding]:
     return [f for d in ALL_DETECTORS for f in d(text)]
+
+
+def _key(f: Finding) -> tuple[str, int, int]:
+    return f.type, f.start, f.end
+
+
+def test_canonical_family_finds_what_its_members_find() -> None:
+    for text in TEXTS:
+        canon, _ = canonical(text)
+        members = [f for m in INJECTION.members for f in m(canon)]
+        assert sorted(INJECTION(text), key=_key) == sorted(members, key=_key), text
 
 
 @pytest.mark.parametrize("use_hyperscan", SCANS)
@@ -50,7 +67,7 @@ def test_same_findings_as_running_every_detector(use_hyperscan: bool) -> None:
 
 def test_every_match_contains_each_factor_of_its_pattern() -> None:
     checked = 0
-    for d in ALL_DETECTORS:
+    for d in PATTERN_DETECTORS:
         if not isinstance(d, PatternDetector):
             continue
         for pattern, factors in zip(d.patterns, pattern_factors(d) or [], strict=True):
@@ -75,7 +92,8 @@ def test_both_scans_see_the_same_literals() -> None:
 
 def test_every_builtin_detector_is_filtered() -> None:
     """A pattern the reader cannot see into would run on every text: make that visible."""
-    assert Prefiltered(ALL_DETECTORS).unfiltered == ()
+    assert Prefiltered(PATTERN_DETECTORS).unfiltered == ()
+    assert Prefiltered(ALL_DETECTORS).unfiltered == (INJECTION.name,)  # filters inside
 
 
 def test_a_text_without_triggers_runs_no_pattern() -> None:

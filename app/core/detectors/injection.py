@@ -15,7 +15,23 @@ Contract: each detector finds one ``injection.*`` type (see ``docs/detectors.md`
     injection.exfiltration   markdown images/links or <img> whose URL carries a placeholder
                              (``{chat}``, ``<secret>``, ``$KEY``) or a data-named parameter
                              (conversation=, secret=, history=...); "send the conversation/
-                             secrets/system prompt to <url|email>"; 把对话/密钥/提示词 发送到…
+                             secrets/system prompt/security code/all emails to <url|email>";
+                             把对话/密钥/提示词 发送到…
+    injection.addressed      instructions addressed to the model inside data: "before you solve
+                             the task…", "an important message from me to you", "note to the
+                             AI", "if you are an AI", "your real task is", "do not tell the
+                             user", "begin your response with"; 给AI的指令, 如果你是AI, 你的新任务是
+    injection.reveal         requests to reveal or repeat the instructions: "repeat the
+                             instructions you were given", "print your system prompt", "what
+                             are your instructions"; 重复/输出 你的/之前的 指令/提示词
+    (role, additionally)     wrapper tags (<INFORMATION>, <IMPORTANT>, <|user|>, ### Instruction:),
+                             turn markers in any case followed by an order (system:/assistant:),
+                             role-play jailbreaks (pretend you are, I want you to act as, from now
+                             on you…, stay in character, do anything now)
+
+All of them run on ``confusables.canonical(text)``: look-alike letters folded to ASCII and
+invisible characters removed, spans mapped back (``INJECTION``). The override verb and noun
+also match with one typo (``fuzzy.near``: "ingore all previous instrutcions").
 
 Quoted injections (a security article showing a payload in a code block) are findings too: a
 fence does not stop a model from reading a payload, and attackers can add fences at will. The
@@ -29,6 +45,9 @@ import re
 from urllib.parse import parse_qsl, urlsplit
 
 from app.core.detectors.base import Accept, PatternDetector, always
+from app.core.detectors.canonical import CanonicalText
+from app.core.detectors.fuzzy import near
+from app.core.guards.safety import Detector
 
 
 def _detector(type_: str, *patterns: re.Pattern[str], accept: Accept = always,
@@ -50,7 +69,7 @@ def _qualified(m: re.Match[str], _text: str) -> bool:
 OVERRIDE = _detector(
     "injection.override",
     re.compile(r"(?:ignore|disregard|forget|override|bypass|discard)\s{1,3}(?P<words>(?:[a-z']{1,12}"
-               r"\s{1,3}){1,4})(?:instructions?|prompts?|rules?|directions?|guidelines?|messages?"
+               r"\s{1,3}){1,4})(?:instructions?|prompts?|rules?|directions?|guidelines?"
                r"|constraints?|context|commands?|guardrails|polic(?:y|ies)|restrictions|directives?"
                r"|guidance|orders|programming|safeguards)"
                r"\b"),
@@ -65,6 +84,116 @@ OVERRIDE_EXTRA = _detector(
     re.compile(r"(?:忽略|无视|忽视|不要理会|不要遵守|不必遵守|别管|抛开|忘记|忘掉|绕过|跳过)"
                r"[^。\n]{0,8}?(?:之前|以上|上面|前面|先前|此前|上述|原来|原有|原先|所有|全部|一切|系统)"
                r"[^。\n]{0,6}?(?:指令|指示|规则|提示|提示词|要求|设定|约束|限制|命令|说明)"),
+)
+
+_VERBS = ("ignore", "disregard", "forget", "override", "bypass", "discard", "neglect", "skip",
+          "abandon")
+_NOUNS = ("instructions", "instruction", "prompts", "prompt", "rules", "directions",
+          "guidelines", "constraints", "commands", "directives", "guidance",
+          "context", "orders", "programming", "safeguards", "restrictions", "policies",
+          "guardrails", "directive", "instructing")
+_NEAR_VERB, _NEAR_NOUN = near(_VERBS), near(_NOUNS)
+
+
+def _fuzzy_override(m: re.Match[str], _text: str) -> bool:
+    return m.group("verb") in _NEAR_VERB and any(w in _NEAR_NOUN for w in m.group("tail").split())
+
+
+OVERRIDE_FUZZY = _detector(  # one typo in the verb or the noun: "ingore all previous instrutcions"
+    "injection.override",
+    re.compile(r"(?<![a-z])(?P<verb>[a-z]{4,11})\s{1,3}(?:(?:all|al|of|the|your|my|any|these|"
+               r"those)\s{1,3}){0,3}(?:previous|prior|above|earlier|preceding|initial|original|"
+               r"former|foregoing|prevous|previus|pervious|preivous|all)\s{1,3}"
+               r"(?P<tail>(?:[a-z]{1,14}\s{0,3}){1,3})"),
+    accept=_fuzzy_override)
+OVERRIDE_MORE = _detector(
+    "injection.override",
+    re.compile(r"(?:previous|above|prior|earlier|original|old)\s{1,3}(?:instructions|rules|"
+               r"prompt|directives)\s{1,3}(?:(?:are|were|is|have\s{1,3}been)\s{1,3})?(?:now\s{1,3})?"
+               r"(?:cancell?ed|void|obsolete|revoked|invalid|outdated|superseded|no\s{1,3}longer)"),
+    re.compile(r"(?:ignore|disregard|forget)\s{1,3}(?:the\s{1,3})?user(?:'s)?\s{1,3}(?:original"
+               r"\s{1,3})?(?:request|question|task|query|instructions)"),
+    re.compile(r"(?:之前|以上|上面|上述|原来|原有)的?(?:所有)?(?:指令|指示|规则|设定|提示词?)"
+               r"(?:已经?|都|全部)?(?:作废|无效|失效|取消|不再有效)"),
+    re.compile(r"(?:忽略|无视|忘记|不要理会)用户的?(?:请求|问题|任务|指令)"),
+)
+
+_AI = (r"(?:ai|llms?|gpt(?:-?\d[\w.-]{0,6})?|claude|chatgpt|gemini|copilot|llama|chatbots?|"
+       r"language\s{1,3}models?|ai\s{1,3}(?:assistant|agent|model|system)s?|"
+       r"(?:virtual|digital|email|e-mail|coding|smart|automated)\s{1,3}(?:assistant|agent)s?|"
+       r"summari[sz]er|screener)")
+_TASK_VERB = (r"(?:solve|complete|answer|finish|continue\s{1,3}with|proceed\s{1,3}with|do|"
+              r"handle|perform|start|begin|address|summari[sz]e|respond\s{1,3}to)")
+ADDRESSED = _detector(
+    "injection.addressed",
+    re.compile(rf"before\s{{1,3}}(?:you\s{{1,3}})?(?:can\s{{1,3}}|will\s{{1,3}})?{_TASK_VERB}"
+               r"\s{1,3}(?:the|this|your|my|any|that)\s{1,3}(?:[a-z']{1,12}\s{1,3})?"
+               r"(?:task|request|question|instructions?|assignment|job|query)"),
+    re.compile(r"before\s{1,3}(?:you\s{1,3})?(?:reply|respond|answer|write\s{1,3}back)\s{1,3}"
+               r"to\s{1,3}the\s{1,3}user"),
+    re.compile(r"(?:task|request|question)[^.\n]{0,80}?(?:please\s{1,3})?do\s{1,3}the\s{1,3}"
+               r"following\s{1,3}first"),
+    re.compile(r"an?\s{1,3}(?:important|urgent|critical|priority|special)\s{1,3}(?:message|"
+               r"instruction|note|notice|update|request)s?\s{1,3}(?:from\s{1,3}me\b|"
+               rf"(?:[^.\n]{{0,60}}?\s)?(?:to|for)\s{{1,3}}(?:you,|(?:the\s{{1,3}})?{_AI}\b))"),
+    re.compile(r"(?:note|message|instructions?|attention|notice|memo|reminder|p\.?s\.?)\s{0,3}"
+               rf"(?:to|for)\s{{1,3}}(?:the\s{{1,3}}|any\s{{1,3}}|all\s{{1,3}})?{_AI}\b"),
+    re.compile(r"(?<![a-z])(?:dear|hey|hi|hello|attention|greetings)\s{0,3},?\s{0,3}"
+               rf"(?:the\s{{1,3}})?(?:{_AI}|assistant)\b"),
+    re.compile(r"if\s{1,3}you\s{1,3}(?:are|'re)\s{1,3}(?:an?\s{1,3})?(?:large\s{1,3})?"
+               rf"(?:{_AI}|assistant|bot|agent|automated\s{{1,3}}system)\b"),
+    re.compile(rf"(?<![a-z]){_AI}\s{{1,3}}(?:reading|processing|summari[sz]ing|parsing|"
+               r"analy[sz]ing|viewing|that\s{1,3}reads?|who\s{1,3}reads?)\s{1,3}this"),
+    re.compile(r"your\s{1,3}(?:new|real|actual|true|only)\s{1,3}(?:task|goal|objective|mission|"
+               r"instructions?|purpose|directive)\s{0,3}(?:is|are|will\s{1,3}be|:|now)"),
+    re.compile(r"(?:do\s{1,3}not|don't|never)\s{1,3}(?:tell|inform|mention|notify|alert|let)"
+               r"\s{1,3}(?:this\s{1,3}|it\s{1,3}|anything\s{1,3})?(?:to\s{1,3})?the\s{1,3}user"),
+    re.compile(r"without\s{1,3}(?:telling|informing|notifying|alerting|asking)\s{1,3}the\s{1,3}"
+               r"user"),
+    re.compile(r"instead\s{1,3}of\s{1,3}(?:summari[sz]ing|answering|translating|completing|"
+               r"following|responding|replying|doing)[^.\n]{0,40}?,?\s{0,3}(?:you\s{1,3}(?:must|"
+               r"should|will|need\s{1,2}to)|please|just|simply|only)\b"),
+    re.compile(r"(?:begin|start|prefix|end)\s{1,3}your\s{1,3}(?:response|reply|answer|output|"
+               r"message)\s{1,3}with"),
+    re.compile(r"the\s{1,3}user\s{1,3}(?:has\s{1,3})?(?:authori[sz]ed|instructed|"
+               r"pre-?approved)\s{1,3}you"),
+    re.compile(r"(?:回答|完成|处理|解决|执行|回复)(?:用户|我)?(?:的|给你的)?(?:任务|问题|请求)"
+               r"(?:之前|前)"),
+    re.compile(r"(?:给|致|对|告诉)(?:ai|人工智能|ai助手|智能助手|助手|大模型|语言模型|模型|机器人)"
+               r"(?:的)?(?:说明|指令|提示|消息|留言|备注|话)"),
+    re.compile(r"如果你是(?:一个|一名)?(?:ai|人工智能|语言模型|大模型|大语言模型|助手|ai助手|智能助手|"
+               r"机器人|模型)"),
+    re.compile(r"你的(?:新|真正的?|实际的?|唯一的?)(?:任务|目标|指令|使命)(?:是|：|:|为)"),
+    re.compile(r"(?:不要|别|切勿|不得)(?:告诉|通知|提醒|让)用户"),
+    re.compile(r"(?:阅读|处理|总结|看到)(?:这|此)(?:封邮件|段文字|篇文章|条消息|个文件|个页面|页面)的"
+               r"(?:ai|人工智能|助手|模型|大模型)"),
+)
+
+_REVEAL_TARGET = (
+    r"(?:system\s{0,3}(?:prompt|message|instructions?)|(?:initial|original|hidden|secret|"
+    r"pre-?|full|entire|exact|first|complete)\s{1,3}(?:system\s{1,3})?(?:prompt|instructions)|"
+    r"your\s{1,3}(?:(?:initial|original|hidden|secret|full|exact|complete|entire|above|previous|"
+    r"prior|current)\s{1,3})?(?:instructions|prompt|directives|guidelines|rules|programming|"
+    r"configuration)\b|the\s{1,3}(?:above|previous|prior|preceding)\s{1,3}(?:instructions|"
+    r"prompt|text)|instructions\s{1,3}(?:you\s{1,3}(?:were|have\s{1,3}been|got)\s{1,3}given|"
+    r"given\s{1,3}to\s{1,3}you|above)|(?:text|words|everything)\s{1,3}above)")
+REVEAL = _detector(
+    "injection.reveal",
+    re.compile(r"(?:repeat|reveal|print|show|output|display|tell\s{1,3}me|give\s{1,3}me|write"
+               r"\s{1,3}(?:out|down)|recite|share|leak|dump|spell\s{1,3}out|paste|echo|"
+               r"disclose|expose|return|list|translate|summari[sz]e|convert)\s{1,3}"
+               rf"(?:[a-z0-9']{{1,12}}\s{{1,3}}){{0,6}}?{_REVEAL_TARGET}"),
+    re.compile(r"what\s{1,3}(?:is|are|were|was)\s{1,3}(?:your\s{1,3}(?:(?:system|initial|"
+               r"original|hidden|secret|exact|full|first)\s{1,3})?(?:system\s{1,3})?(?:prompt|"
+               r"instructions|directives|rules|guidelines)|the\s{1,3}(?:system|initial|original|"
+               r"hidden|secret)\s{1,3}(?:prompt|instructions)|the\s{1,3}(?:(?:exact|full|original|complete)"
+               r"\s{1,3})?instructions\s{1,3}you\s{1,3}(?:got|received|were\s{1,3}given|have))\b"),
+    re.compile(r"(?:重复|复述|输出|显示|告诉我|打印|泄露|透露|给出|列出|说出|翻译)[^。\n]{0,8}?"
+               r"(?:你|之前的|上面的|以上的?|最初的|原始的|系统|隐藏的)[^。\n]{0,8}?"
+               r"(?:指令|提示词|系统提示|规则|设定|指示)"),
+    re.compile(r"(?:你的|之前的|最初的|原始的)(?:系统提示词?|提示词|指令|设定)(?:原样|逐字|完整地?|全部)?"
+               r"(?:输出|打印|告诉我|显示|重复|发给我|写出来)"),
+    re.compile(r"你的(?:系统提示词?|提示词|指令|设定|规则)是什么"),
 )
 
 _ROLE_WORDS = (r"(?:assistant|ai|model|chatbot|bot|system|developer|dan|unrestricted|unfiltered|"
@@ -85,6 +214,58 @@ ROLE = _detector(
     re.compile(r"(?:请你|你(?:现在|接下来|从现在开始)?(?:要|将|需要|必须)?)(?:扮演|假装(?:是|成)?|充当|假扮)"),
     re.compile(r"从现在(?:开始|起)[，,]?\s{0,2}你(?:是|将是|就是|扮演)"),
 )
+_TAGS = (r"information|important|instructions?|admin|assistant|system_instructions|secret|hidden|"
+         r"ai_instructions|system-reminder|context_override|prompt_injection|human")
+ROLE_MORE = _detector(
+    "injection.role",
+    re.compile(rf"</?(?:{_TAGS})>|<\|(?:user|assistant|start_header_id|end_header_id|eot_id|"
+               r"im_end)\|>|<(?:start|end)_of_turn>|\[/?(?:system\s{1,2}message|admin|assistant)\]"),
+    re.compile(r"###\s{0,2}(?:instruction|system|response|new\s{1,3}instructions?)\s{0,2}:"),
+    re.compile(r"(?:from\s{1,3}now\s{1,3}on|starting\s{1,3}now|henceforth|for\s{1,3}the\s{1,3}"
+               r"rest\s{1,3}of\s{1,3}(?:this|the|our)\s{1,3}conversation)\s{0,3},?\s{0,3}"
+               r"(?:you\s{1,3}(?:are|will|must|shall|should|can|have)|you're|act|respond|answer|"
+               r"reply|behave|pretend|only)\b"),
+    re.compile(r"pretend\s{1,3}(?:that\s{1,3})?(?:you\s{1,3}(?:are|were|have)|you're|to\s{1,3}"
+               r"be)\b"),
+    re.compile(r"(?:i\s{1,3}want\s{1,3}you\s{1,3}to\s{1,3}|you\s{1,3}(?:are|will\s{1,3}now|'re)\s{1,3}"
+               r"(?:going\s{1,3}to\s{1,3})?)(?:act|pretend|roleplay|role-play|play\s{1,3}the\s{1,3}"
+               r"role|simulate|impersonate)\b"),
+    re.compile(r"(?:do\s{1,3}anything\s{1,3}now|stay\s{1,3}in\s{1,3}character|(?:jailbreak|"
+               r"dan|god|unrestricted|evil)\s{1,3}mode|evil\s{1,3}(?:confidant|twin)|"
+               r"no\s{1,3}(?:ethical|moral)\s{1,3}(?:guidelines|restrictions|limits|boundaries|"
+               r"constraints|principles)|(?:free\s{1,3}(?:from|of)|not\s{1,3}bound\s{1,3}by|no"
+               r"\s{1,3}longer\s{1,3}bound\s{1,3}by|broken?\s{1,3}free\s{1,3}of)\s{1,3}"
+               r"(?:the\s{1,3})?(?:typical\s{1,3}|usual\s{1,3}|any\s{1,3})?(?:confines|rules|"
+               r"restrictions|limitations|policies|guidelines|filters|constraints)|you\s{1,3}"
+               r"(?:have|had)\s{1,3}no\s{1,3}(?:restrictions|limitations|filters|rules|guidelines|"
+               r"ethics|morals|boundaries|censorship))"),
+    re.compile(r"(?:进入|开启|启用|切换到)(?:开发者|越狱|无限制|上帝|dan)模式|越狱|"
+               r"(?:你|您)(?:不再|不用|无需)(?:遵守|受|遵循)[^。\n]{0,10}?(?:限制|规则|约束|政策|准则)"),
+)
+# A turn marker in any case, at a line or sentence start, then an order within the line:
+# "system: linux" is YAML, "System: you are now…" a fake turn.
+_TURN = re.compile(r"[\n.!?\"'\u201d)\]>*#:-]")
+
+
+def _turn_start(m: re.Match[str], text: str) -> bool:
+    i = m.start() - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    return i < 0 or _TURN.match(text[i]) is not None
+
+
+TURNS = _detector(
+    "injection.role",
+    re.compile(r"(?<![a-z])(?:system|developer|admin|administrator|root)\s{0,2}(?:message|prompt|"
+               r"note|instructions?|override|update|notice)?\s{0,2}:[^\n]{0,120}?(?:you|your|please|"
+               r"ignore|must|instead|new\s{1,3}task|instructions?|do\s{1,3}not|don't|forget|"
+               r"override|mode\s{1,3}(?:enabled|activated)|assistant)\b"),
+    re.compile(r"(?<![a-z])(?:assistant|human|user|ai)\s{0,2}:[^\n]{0,120}?(?:ignore|instructions|"
+               r"from\s{1,3}now\s{1,3}on|new\s{1,3}task|system\s{1,3}prompt|override|disregard|"
+               r"access\s{1,3}granted|sure,?\s{1,3}(?:here|i\s{1,3}will|i'll)|i\s{1,3}will\s{1,3}now|"
+               r"i'll\s{1,3}now)\b"),
+    re.compile(rf"(?<![a-z]){_AI}\s{{0,2}}[:,]\s{{0,3}}[^\n]{{0,120}}?(?:you|your|please|must)\b"),
+    accept=_turn_start)
 # Upper-case headers only: ``SYSTEM:`` is a fake turn, ``system: linux`` is YAML.
 ROLE_HEADERS = _detector(
     "injection.role", re.compile(r"(?:^|\n)\s{0,8}(?:#{1,3}\s{0,2})?(?:SYSTEM|DEVELOPER)\s{0,2}:"),
@@ -127,7 +308,11 @@ def _url_carries_data(m: re.Match[str], _text: str) -> bool:
 
 _EN_DATA = (r"(?:conversation|chat(?:\s{1,3}(?:history|log))?|history|secrets?|credentials?|"
             r"api\s?keys?|passwords?|tokens?|system\s{1,3}prompt|context|memory|messages|"
-            r"(?:user|personal|customer)\s{1,3}data)")
+            r"(?:user|personal|customer)\s{1,3}data|(?:security|verification|2fa|one-time|login|"
+            r"reset)\s{1,3}(?:code|link)s?|otp|ssh\s{1,3}keys?|private\s{1,3}keys?|"
+            r"(?:credit|debit)\s{1,3}card(?:\s{1,3}(?:numbers?|details))?|(?:all|every)\s{1,3}"
+            r"(?:the\s{1,3}|my\s{1,3}|your\s{1,3})?(?:emails|files|documents|messages|contacts|"
+            r"attachments|conversations|chats|records))")
 EXFILTRATION = _detector(  # URLs are case-sensitive (placeholders): no folding here
     "injection.exfiltration",
     re.compile(r"!?\[[^\]\n]{0,200}\]\(\s{0,3}(?P<url>[hH][tT][tT][pP][sS]?://[^\s)]{1,1000})"),
@@ -146,5 +331,7 @@ EXFILTRATION_TEXT = _detector(
                r"泄露|传|附加)(?:到|给|至)"),
 )
 
-INJECTION_DETECTORS = (OVERRIDE, OVERRIDE_EXTRA, ROLE, ROLE_HEADERS, TOOL_COERCION, EXFILTRATION,
-                       EXFILTRATION_TEXT)
+MEMBERS = (OVERRIDE, OVERRIDE_EXTRA, OVERRIDE_FUZZY, OVERRIDE_MORE, ROLE, ROLE_MORE, TURNS,
+           ROLE_HEADERS, TOOL_COERCION, EXFILTRATION, EXFILTRATION_TEXT, ADDRESSED, REVEAL)
+INJECTION = CanonicalText("injection.all", MEMBERS)
+INJECTION_DETECTORS: tuple[Detector, ...] = (INJECTION,)
