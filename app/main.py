@@ -61,6 +61,7 @@ from app.integrations.mcp_server import PATH as MCP_PATH
 from app.integrations.mcp_server import McpEndpoint
 from app.observability import Metrics, make_tracer
 from app.ports import AuditLog, Embedder, ManifestStore
+from app.service.admission import Admission
 from app.service.assemble import Assembler
 from app.service.bundles import BundleService
 from app.service.compaction import CompactionService, LocalSummarizer
@@ -124,6 +125,7 @@ class Container:
     erasure_worker: ErasureWorker
     findings: FindingsCache
     recall: SessionRecall
+    admission: Admission
     reembedder: ReEmbedder
     model: OpenAIChatSummarizer | None = None  # the compaction model, when configured
 
@@ -230,6 +232,9 @@ class Container:
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
             erasures=erasure_svc,
             erasure_worker=ErasureWorker(erasure_svc), findings=findings, recall=recall,
+            admission=Admission(limit=settings.turns_in_flight_max,
+                                wait_s=settings.turns_admission_wait_ms / 1000,
+                                metrics=metrics),
             reembedder=ReEmbedder(store=embeddings, embedder=embedder, space=space,
                                   batch=settings.reembed_batch,
                                   pause_s=settings.reembed_pause_ms / 1000,

@@ -82,6 +82,9 @@ class Metrics:
         self.manifest_write_failures = Counter(
             "ctxgate_manifest_write_failures", "Manifests that could not be persisted.",
             registry=r)
+        self.turns_shed = Counter(
+            "ctxgate_turns_shed", "Turns refused with 503 overloaded: the worker had its "
+            "limit of turns in flight (app.service.admission).", registry=r)
         self.degraded_turns = Counter(
             "ctxgate_degraded_turns", "Turns answered without an optional dependency (the "
             "manifest's degraded), per dependency.", ["dependency"], registry=r)

@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
 
     db_pool_size: int = 20  # per worker
+    # Admission control (app/service/admission.py): turns one worker runs at once; a turn that
+    # finds no slot within turns_admission_wait_ms is a 503 overloaded with Retry-After, not a
+    # queue that slows every turn. 0: no limit.
+    turns_in_flight_max: int = 8
+    turns_admission_wait_ms: int = 100
     # Connections a turn's shared reads may spread over while it is its worker's only turn
     # in flight (1: always one; see Database.shared_reads).
     db_read_lanes: int = Field(default=2, ge=1)
@@ -90,8 +95,10 @@ class Settings(BaseSettings):
     embedder: str = "e5"  # "e5" (offline, multilingual) | "openai"
     embedding_dim: int = 384
     # After an embedder switch, stale vectors are re-embedded in the background this many rows
-    # at a time, with this pause between batches (docs/embeddings.md).
+    # at a time, busy at most this share of the time, pausing at least this long between
+    # batches (docs/embeddings.md).
     reembed_batch: int = Field(default=16, ge=1, le=256)
+    reembed_duty: float = Field(default=0.5, gt=0, le=1)
     reembed_pause_ms: int = Field(default=50, ge=0)
     openai_base_url: str = "http://127.0.0.1:11434/v1"
     openai_api_key: SecretStr | None = None

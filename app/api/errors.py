@@ -29,6 +29,7 @@ from app.core.errors import (
     ForbiddenScope,
     InvalidRequest,
     NotFound,
+    Overloaded,
     StaleRevision,
     Unauthorized,
 )
@@ -46,6 +47,7 @@ STATUS: dict[type[DomainError], tuple[int, str]] = {
     Conflict: (409, "Conflict"),
     StaleRevision: (409, "Stale revision"),
     BudgetTooSmall: (422, "Budget too small"),
+    Overloaded: (503, "Overloaded"),
 }
 
 HTTP_TYPES: dict[int, tuple[str, str]] = {
@@ -89,7 +91,11 @@ async def _domain(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, DomainError)
     status, title = next((v for k, v in STATUS.items() if isinstance(exc, k)),
                          (400, "Bad request"))
-    return problem(status, exc.type, title, exc.detail)
+    response = problem(status, exc.type, title, exc.detail)
+    retry_after = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:  # a refusal that ends by itself says when to come back
+        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return response
 
 
 async def _validation(_: Request, exc: Exception) -> Response:

@@ -49,3 +49,13 @@ class StaleRevision(DomainError):
 
 class BudgetTooSmall(DomainError):
     type = "budget-too-small"
+
+
+class Overloaded(DomainError):
+    """This worker has as many turns in flight as it admits: shed now, not queue (503)."""
+
+    type = "overloaded"
+
+    def __init__(self, detail: str, *, retry_after_s: float) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s

@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from app.main import Container
+from app.service.admission import Admission
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import checkpoint, session, turn
 
@@ -232,3 +234,16 @@ async def test_bodies_past_the_parse_limits_are_422_and_write_nothing(
     assert_problem(r, 422, "invalid-request")
     events = await client.get("/v1/sessions/limits/events?user_id=alice", headers=bearer(key))
     assert events.status_code == 404  # nothing was written: the session does not exist
+
+
+async def test_a_full_worker_sheds_a_turn_with_503_and_retry_after(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str, container: Container
+        ) -> None:
+    key = await make_key(tenant)
+    container.admission = Admission(limit=1, wait_s=0.01, metrics=container.metrics)
+    async with container.admission.slot():  # another turn holds the only slot
+        r = await client.post("/v1/context", headers=bearer(key), json=turn())
+    body = assert_problem(r, 503, "overloaded")
+    assert r.headers["Retry-After"] == "1" and "in flight" in str(body["detail"])
+    assert (await client.post("/v1/context", headers=bearer(key), json=turn())).status_code \
+        == 200

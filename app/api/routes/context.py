@@ -13,7 +13,7 @@ from app.service.assemble import request_sha256
 from app.service.identity import bind_user
 
 router = APIRouter(tags=["context"], route_class=OrjsonRoute)
-ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422)}
+ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 404, 409, 413, 422, 503)}
 
 
 @router.post("/v1/context", response_model=ContextResponse, responses=ERRORS)  # type: ignore[arg-type]
@@ -26,7 +26,8 @@ async def assemble_context(body: ContextRequest, principal: RuntimeDep,
     req = body.to_domain(groups=groups)
     raw = body.model_dump(mode="json", exclude_none=True)
     raw["turn_id"] = req.turn_id
-    payload = await container.assembler.turn(principal, req, request_sha256(raw),
-                                             append=body.appended_events(),
-                                             parent_session_id=body.parent_session_id)
+    async with container.admission.slot():  # 503 overloaded when the worker is full
+        payload = await container.assembler.turn(principal, req, request_sha256(raw),
+                                                 append=body.appended_events(),
+                                                 parent_session_id=body.parent_session_id)
     return Response(payload, media_type="application/json")
