@@ -49,7 +49,12 @@ from app.api.middleware import BodyLimit, RequestMetrics
 from app.api.routes import ROUTERS
 from app.core.compaction import ExtractiveSummarizer
 from app.core.compaction.breaker import BreakerPolicy
-from app.core.detectors import ALL_DETECTORS, PII_DETECTORS, SECRET_DETECTORS
+from app.core.detectors import (
+    ALL_DETECTORS,
+    INJECTION_DETECTORS,
+    PII_DETECTORS,
+    SECRET_DETECTORS,
+)
 from app.core.detectors.prefilter import Prefiltered
 from app.core.embedding_space import EmbeddingSpace
 from app.core.guards.safety import Detector
@@ -163,7 +168,7 @@ class Container:
             pins=RedisPinSnapshots(redis, prefix=settings.redis_prefix,
                                    ttl_s=settings.session_tail_ttl_s),
             k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
-            count_tokens=count)
+            count_tokens=count, injection=INJECTION_DETECTORS)
         archive = PgSessionArchive(db)
         recall = SessionRecall(archive=archive, embedder=embedder,
                                memories=memory_svc if settings.session_fact_candidates
@@ -180,7 +185,8 @@ class Container:
                                retention_days=settings.task_checkpoint_retention_days)
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,
-                                   revoked_policy=settings.bundle_revoked_policy)
+                                   revoked_policy=settings.bundle_revoked_policy,
+                                   audit=PgAuditLog(db), injection=INJECTION_DETECTORS)
         kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer, detectors=fingerprint(),
                                   space=space)
         mstore = PgManifestStore(db)

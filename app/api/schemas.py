@@ -695,6 +695,13 @@ class PromoteIn(Wire):
     revision: Id
     cohort: CohortIn | None = Field(
         default=None, description="a canary cohort; omit for a full rollout")
+    override_reason: ShortText | None = Field(
+        default=None, min_length=1,
+        description="promote despite blocking lint findings (injection, remote scripts, "
+                    "approval waivers, secrets); written to the audit log as "
+                    "bundle.promote_override. Without it such a revision is refused with 409 "
+                    "bundle-lint-blocked.",
+        examples=["ENG-4821: the curl line installs our own signed CLI; reviewed by secops"])
 
 
 class RevokeIn(Wire):

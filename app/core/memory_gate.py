@@ -1,7 +1,7 @@
 """The long-term memory write gate: should this candidate become a memory, and how?
 
-Contract: ``decide(write, existing=..., secret_detectors=..., pii_detectors=..., terms=...)``
-is pure (no I/O, no clock): the store passes in the live records of the same scope (each with
+Contract: ``decide(write, existing=..., secret_detectors=..., pii_detectors=...,
+injection_detectors=..., terms=...)`` is pure (no I/O, no clock): the store passes in the live records of the same scope (each with
 its cosine ``similarity`` to the candidate, when embeddings exist). It returns a
 ``GateDecision`` whose ``type`` is stable. ``terms`` is ``statement_terms`` or a memo of it:
 a batch meets the same related records in every write, and analysing each statement once per
@@ -12,6 +12,11 @@ against 50 records). Steps run in this order; the first that decides wins:
 2. classification  ``memory.sensitivity_secret``    sensitivity ``secret`` is never stored
                    ``memory.secret``                a secret detector fired (the text is never
                    ``memory.personal_data``         stored, not even in history)
+                   ``memory.injection``             an injection detector fired: a statement
+                                                    that gives the model orders ("ignore previous
+                                                    instructions", "note to the AI: …") is
+                                                    recalled later as a trusted fact, which is
+                                                    how memory poisoning persists across sessions
                    ``memory.transcript``            a pasted chat transcript: turn markers
                                                     of two speakers (User:/Assistant:/用户：...),
                                                     or more than MAX_LINES non-empty lines
@@ -210,13 +215,14 @@ def tentative(w: MemoryWrite) -> bool:
     return w.origin == "model_inference" or w.confidence < LOW_CONFIDENCE
 
 
-def _classify(w: MemoryWrite, secret: Sequence[Detector], pii: Sequence[Detector]
-              ) -> GateDecision | None:
+def _classify(w: MemoryWrite, secret: Sequence[Detector], pii: Sequence[Detector],
+              injection: Sequence[Detector]) -> GateDecision | None:
     if w.origin not in ORIGINS:
         return _reject("unknown_origin", f"origin {w.origin!r} is not one of {sorted(ORIGINS)}")
     if w.sensitivity >= DataLevel.SECRET:
         return _reject("sensitivity_secret", "secret content is never stored as memory")
-    for family, detectors in (("secret", secret), ("personal_data", pii)):
+    for family, detectors in (("secret", secret), ("personal_data", pii),
+                              ("injection", injection)):
         found = sorted({f.type for d in detectors for f in d(w.statement)})
         if found:  # the reason names finding types only, never the text
             return _reject(family, f"detector found {', '.join(found)}")
@@ -304,8 +310,9 @@ def _approval(w: MemoryWrite) -> GateDecision:
 
 
 def decide(w: MemoryWrite, *, existing: Sequence[Existing], secret_detectors: Sequence[Detector],
-           pii_detectors: Sequence[Detector], terms: TermsOf = statement_terms) -> GateDecision:
-    early = (_labels(w) or _classify(w, secret_detectors, pii_detectors)
+           pii_detectors: Sequence[Detector], injection_detectors: Sequence[Detector] = (),
+           terms: TermsOf = statement_terms) -> GateDecision:
+    early = (_labels(w) or _classify(w, secret_detectors, pii_detectors, injection_detectors)
              or _duplicate(w, existing, terms))
     if early is not None:
         return early

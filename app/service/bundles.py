@@ -1,5 +1,11 @@
 """Instruction bundles: register (with lint), promote, revoke, diff, and admit a session.
 
+A revision whose lint holds a blocking finding (``app.core.bundles.hazards.BLOCKING``:
+injection, remote scripts, approval waivers, secrets; each record says ``blocking: true``)
+is not promoted (``LintBlocked``, 409 ``bundle-lint-blocked``) unless an admin overrides with
+a reason; the override is written to the audit log (``bundle.promote_override``: who, which
+revision, the reason and the finding types and paths, no rule text).
+
 A session is pinned at its first turn to the revision its channel gives it; later promotions
 affect new sessions only. A pinned revision that has since been revoked is, per policy,
 replaced by the channel's current good revision (``fallback``) or refused with 409
@@ -16,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from app.core.bundles import Resolution, ResolveOptions, lint, resolve
+from app.core.bundles.hazards import BLOCKING, hazards
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.guards.safety import Detector
 from app.core.model import Workspace
@@ -28,7 +35,7 @@ from app.core.registry import (
     file_sha256,
     pick_revision,
 )
-from app.ports import BundleStore
+from app.ports import AuditLog, AuditRecord, BundleStore
 
 RESOLUTION_CACHE = 512
 MAX_LINT_DIRS = 64
@@ -36,6 +43,10 @@ MAX_LINT_DIRS = 64
 
 class BundleRevoked(Conflict):
     type = "bundle-revoked"
+
+
+class LintBlocked(Conflict):
+    type = "bundle-lint-blocked"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,9 +68,12 @@ def _directories(files: Mapping[str, str]) -> list[str]:
 
 class BundleService:
     def __init__(self, store: BundleStore, *, detectors: Sequence[Detector],
-                 count_tokens: Callable[[str], int], revoked_policy: str) -> None:
+                 count_tokens: Callable[[str], int], revoked_policy: str,
+                 audit: AuditLog, injection: Sequence[Detector] = ()) -> None:
         self._store = store
         self._detectors = detectors
+        self._injection = injection
+        self._audit = audit
         self._count = count_tokens
         self._policy = revoked_policy
         self._revisions: dict[tuple[str, str, str], BundleRevision] = {}
@@ -92,7 +106,9 @@ class BundleService:
             for det in self._detectors:
                 types = sorted({f.type for f in det(content) if f.type.startswith("secret.")})
                 found += [{"type": "lint.secret", "path": path, "detail": t} for t in types]
-        return tuple(found)
+        found += [{"type": f.type, "path": f.path, "detail": f.message, "excerpt": f.excerpt}
+                  for f in hazards(files, injection=self._injection)]
+        return tuple({**r, "blocking": True} if r["type"] in BLOCKING else r for r in found)
 
     async def revision(self, *, tenant_id: str, bundle_id: str, revision: str
                        ) -> BundleRevision:
@@ -116,13 +132,21 @@ class BundleService:
         return revisions, await self._store.channel(tenant_id=tenant_id, bundle_id=bundle_id)
 
     async def promote(self, *, tenant_id: str, bundle_id: str, revision: str,
-                      share: float | None, agents: Sequence[str]) -> Channel:
+                      share: float | None, agents: Sequence[str], actor: str,
+                      override_reason: str | None = None) -> Channel:
+        """Roll ``revision`` out (fully, or to a canary cohort). Blocking lint findings refuse
+        it unless ``override_reason`` is given (admin routes only), which is audited."""
         rev = await self._store.get(tenant_id=tenant_id, bundle_id=bundle_id,
                                     revision=revision)
         if rev is None:
             raise NotFound(f"no bundle revision {bundle_id!r}@{revision!r}")
         if rev.revoked:
             raise BundleRevoked(f"revision {revision!r} is revoked and cannot be promoted")
+        blocking = [f for f in rev.lint if f.get("type") in BLOCKING]
+        if blocking and not override_reason:
+            kinds = ", ".join(sorted({f"{f['type']} in {f['path']}" for f in blocking}))
+            raise LintBlocked(f"revision {revision!r} has blocking lint findings ({kinds}); "
+                              "fix them, or promote with an override_reason")
         current = await self._store.channel(tenant_id=tenant_id, bundle_id=bundle_id)
         current = current or Channel(stable=None)
         if share is None and not agents:
@@ -132,6 +156,12 @@ class BundleService:
                               canary_share=share or 0.0, canary_agents=tuple(agents))
         await self._store.set_channel(tenant_id=tenant_id, bundle_id=bundle_id,
                                       channel=channel)
+        if blocking:  # after the rollout took effect: the record says what happened
+            await self._audit.write(tenant_id=tenant_id, records=[AuditRecord(
+                turn_id=None, kind="bundle.promote_override", principal=actor,
+                ref=f"bundle://{bundle_id}@{revision}", rule=None,
+                detail={"reason": override_reason, "findings": [
+                    {"type": f["type"], "path": f["path"]} for f in blocking]})])
         return channel
 
     async def revoke(self, *, tenant_id: str, bundle_id: str, revision: str,

@@ -55,11 +55,13 @@ EVIDENCE_TTL_ORIGINS = frozenset({"verified_tool_result", "reviewed_doc"})
 class MemoryService:
     def __init__(self, store: MemoryStore, embedder: Embedder, *, secret: Sequence[Detector],
                  pii: Sequence[Detector], pins: PinSnapshots, k: int,
-                 default_ttl_days: int, count_tokens: Any) -> None:
+                 default_ttl_days: int, count_tokens: Any,
+                 injection: Sequence[Detector] = ()) -> None:
         self._store = store
         self._embedder = embedder
         self._secret = tuple(secret)
         self._pii = tuple(pii)
+        self._injection = tuple(injection)  # a statement giving the model orders: rejected
         self._pins = pins
         self._k = k
         self._ttl = timedelta(days=default_ttl_days)
@@ -107,7 +109,8 @@ class MemoryService:
     def _gate(self, write: MemoryWrite, terms: TermsOf) -> Gate:
         def gate(existing: Sequence[Existing]) -> GateDecision:
             return decide(write, existing=existing, secret_detectors=self._secret,
-                          pii_detectors=self._pii, terms=terms)
+                          pii_detectors=self._pii, injection_detectors=self._injection,
+                          terms=terms)
         return gate
 
     async def get(self, *, principal: Principal, memory_id: str, user_id: str | None

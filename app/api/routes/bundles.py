@@ -80,7 +80,8 @@ async def promote(bundle_id: BundleId, body: PromoteIn, principal: AdminDep,
     channel = await container.bundles.promote(
         tenant_id=principal.tenant_id, bundle_id=bundle_id, revision=body.revision,
         share=body.cohort.share if body.cohort else None,
-        agents=body.cohort.agents if body.cohort else ())
+        agents=body.cohort.agents if body.cohort else (), actor=principal.key_id,
+        override_reason=body.override_reason)
     out = _channel(channel)
     assert out is not None
     return out
