@@ -3,10 +3,12 @@
 Contract: ``ReEmbedder.start()`` returns at once; one background job then finds, through the
 store's census, every (table, tenant) with *stale* rows (vectors another server model made,
 ``app.core.embedding_space``) and re-embeds them with the configured embedder, ``batch`` rows
-at a time, pausing ``pause_s`` between batches. A turn never waits on it: the model call runs
-off the event loop like any other, and each batch's read and write are short transactions of
-the job's own, one at a time, in the tenant's RLS scope. Until a row is re-embedded a vector
-search skips it (it lives in another space) and full-text search still finds it.
+at a time. A turn never waits on it: the model call runs off the event loop like any other,
+and each batch's read and write are short transactions of the job's own, one at a time, in
+the tenant's RLS scope. It is paced so that turns keep most of the CPU the model shares with
+them: after a batch that took ``t`` it pauses ``max(pause_s, t * (1 - duty) / duty)``, so the
+job is busy at most ``duty`` of the time (measured in docs/embeddings.md). Until a row is
+re-embedded a vector search skips it (it lives in another space); full-text still finds it.
 
 Durable without a queue: progress is the rows themselves, so a restart runs the census again
 and carries on. One worker at a time does the work (``EmbeddingStore.exclusive``: the others
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.core.embedding_space import PROVENANCES, EmbeddingSpace, Provenance
@@ -46,8 +50,9 @@ class EmbeddingStatus:
 
 class ReEmbedder:
     def __init__(self, *, store: EmbeddingStore, embedder: Embedder, space: EmbeddingSpace,
-                 batch: int = 16, pause_s: float = 0.05, retry_s: float = 60.0,
-                 metrics: Metrics | None = None) -> None:
+                 batch: int = 16, pause_s: float = 0.05, duty: float = 0.5,
+                 retry_s: float = 60.0, metrics: Metrics | None = None,
+                 timer: Callable[[], float] = time.monotonic) -> None:
         if embedder.model != space.current:
             raise ValueError("the re-embedder's embedder must be the space's current one")
         self._store = store
@@ -55,6 +60,8 @@ class ReEmbedder:
         self._space = space
         self._batch = batch
         self._pause_s = pause_s
+        self._rest = (1 - duty) / duty  # pause per second of work
+        self._timer = timer
         self._retry_s = retry_s
         self._metrics = metrics
         self._jobs: KeyedJobs[str, None] = KeyedJobs(limit=1, name="reembed")
@@ -117,9 +124,11 @@ class ReEmbedder:
                     log.info("another embedder was configured since this worker started; "
                              "leaving the re-embedding to it")
                     return
+                began = self._timer()
                 if not await self._batch_of(table, tenant_id):
                     break
-                await asyncio.sleep(self._pause_s)  # turns first
+                # Turns first: the model's CPU is theirs for most of the time.
+                await asyncio.sleep(max(self._pause_s, (self._timer() - began) * self._rest))
 
     async def _batch_of(self, table: str, tenant_id: str) -> bool:
         """Re-embed one batch of the tenant's stale rows; whether more may be left."""
