@@ -323,7 +323,7 @@ EXFILTRATION = _detector(  # URLs are case-sensitive (placeholders): no folding 
 EXFILTRATION_TEXT = _detector(
     "injection.exfiltration",
     re.compile(rf"(?:send|post|forward|upload|exfiltrate|transmit|leak|e-?mail|submit|append)"
-               rf"\s{{1,3}}(?:[a-z']{{1,15}}\s{{1,3}}){{0,4}}?{_EN_DATA}\b[^.\n]{{0,60}}?\b"
+               rf"\s{{1,3}}(?:[a-z']{{1,15}}\s{{1,3}}){{0,4}}?{_EN_DATA}\b(?:[^.\n]|\.(?=\S)){{0,60}}?\b"
                rf"(?:to|at|into)\s{{1,3}}(?:https?://|www\.|[\w.+-]{{1,64}}@|[\w-]{{1,60}}\."
                rf"(?:com|net|org|io|ru|cn|xyz|site|top)\b)"),
     re.compile(r"(?:把|将)[^。\n]{0,20}?(?:对话|聊天记录|历史记录|上下文|密钥|密码|令牌|凭证|系统提示|"
