@@ -20,10 +20,10 @@ Create Date: 2026-12-04
   option ``ctxgate.embedding_census`` is on, which the function turns on around its one
   query and off again (a function-level ``SET`` of an unregistered option needs a superuser
   to create). The policy applies to the owner alone, so the app role setting that option
-  gains nothing, and the function only counts (no text, no vector leaves it). A table is embedded when it carries that policy: a
-  later table joins by adding the column, the policy, and an entry in
-  ``app.adapters.postgres.embeddings.TABLES``. The re-embedding itself runs in each tenant's
-  own RLS-scoped transaction.
+  gains nothing, and the function only counts (no text, no vector leaves it). A table is
+  embedded when it carries that policy: a later table joins by adding the column, the
+  policy, and an entry in ``app.adapters.postgres.embeddings.TABLES``. The re-embedding
+  itself runs in each tenant's own RLS-scoped transaction.
 - ``(tenant_id, embedder)`` indexes on knowledge chunks and memories keep the census an
   index-only scan and the per-tenant stale lookup cheap. ``session_events`` has none: an
   index there would cost every append, and its census is a scan run at startup and on the
