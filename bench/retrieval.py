@@ -37,7 +37,7 @@ from app.core.model import DataLevel, Role, Visibility
 from app.core.refs import chunk_ref, event_ref
 from bench import api_ingest, ingest
 from bench.retrieval_baselines import SYSTEMS, Baselines, Item
-from bench.retrieval_data import Question, RetrievalSet
+from bench.retrieval_data import Question, RetrievalSet, Session
 from bench.run import Config, _machine, _server, _store_versions, _stores
 
 # setting -> (max_tokens, per-layer limit or None for the budget-sized default)
@@ -48,6 +48,8 @@ KINDS = ("knowledge", "session")
 GOALS = {"knowledge": 0.90, "session": 0.80}  # at 4k, and above the best baseline
 CONCURRENCY = 4
 DOC_BATCH = 20
+# One answer: status, latency ms, the segments' (ref, origin), total tokens, dropped ref -> type
+Answer = tuple[int, float, list[tuple[str, str]], int, dict[str, str]]
 
 
 async def _key(owner_url: str, tenant: str) -> str:
@@ -80,7 +82,8 @@ async def _each(jobs: Sequence[Any], call: Callable[[Any], Any]) -> list[Any]:
 
 
 async def _write(client: httpx.AsyncClient, data: RetrievalSet) -> dict[str, list[int]]:
-    """Documents, then sessions in their order; each session's seqs."""
+    """Documents, then each user's sessions in their order (users side by side); each
+    session's seqs."""
     docs = [{"doc_id": d.doc_id, "version": "1", "title": d.title, "text": d.text,
              "sensitivity": "internal", "trust": "reviewed", "acl": None}
             for d in data.documents]
@@ -88,12 +91,20 @@ async def _write(client: httpx.AsyncClient, data: RetrievalSet) -> dict[str, lis
         r = await client.post("/v1/knowledge/documents", json={"items": docs[i:i + DOC_BATCH]})
         r.raise_for_status()
     seqs: dict[str, list[int]] = {}
-    for s in data.sessions:  # one at a time: file order is the sessions' chronology
-        r = await client.post(f"/v1/sessions/{s.session_id}/events", json={
-            "user_id": s.user_id, "events": [{"type": "message", "role": role, "content": text}
-                                             for role, text in s.events]})
-        r.raise_for_status()
-        seqs[s.session_id] = list(r.json()["seqs"])
+    by_user: dict[str, list[Session]] = {}
+    for s in data.sessions:
+        by_user.setdefault(s.user_id, []).append(s)
+
+    async def write(sessions: list[Session]) -> None:
+        for s in sessions:  # a user's, one at a time: file order is their chronology
+            r = await client.post(f"/v1/sessions/{s.session_id}/events", json={
+                "user_id": s.user_id, "events": [
+                    {"type": "message", "role": role, "content": text}
+                    for role, text in s.events]})
+            r.raise_for_status()
+            seqs[s.session_id] = list(r.json()["seqs"])
+
+    await _each(list(by_user.values()), write)
     return seqs
 
 
@@ -153,7 +164,7 @@ async def _ask(base: str, key: str, data: RetrievalSet) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}"}
     jobs = [(q, name) for name in SETTINGS for q in data.questions]
 
-    async def ask(job: tuple[Question, str]) -> tuple[int, float, list[tuple[str, str]], int]:
+    async def ask(job: tuple[Question, str]) -> Answer:
         q, name = job
         max_tokens, k = SETTINGS[name]
         body: dict[str, Any] = {
@@ -166,9 +177,10 @@ async def _ask(base: str, key: str, data: RetrievalSet) -> dict[str, Any]:
         r = await client.post("/v1/context", content=orjson.dumps(body), headers=headers)
         ms = (time.perf_counter() - t0) * 1000
         if r.status_code != 200:
-            return r.status_code, ms, [], 0
+            return r.status_code, ms, [], 0, {}
         m = orjson.loads(r.content)["manifest"]
-        return 200, ms, [(s["ref"], s["origin"]) for s in m["segments"]], m["total_tokens"]
+        return (200, ms, [(s["ref"], s["origin"]) for s in m["segments"]], m["total_tokens"],
+                {d["ref"]: d["type"] for d in m["dropped"]})
 
     async with httpx.AsyncClient(base_url=base, timeout=300.0, headers={
             "content-type": "application/json"}) as client:
@@ -198,12 +210,14 @@ def _rate(hits: Sequence[bool]) -> float | None:
 
 
 def score(data: RetrievalSet, items: Sequence[Item], seqs: dict[str, list[int]],
-          answers: dict[tuple[str, str], Any], vectors: Sequence[npt.NDArray[np.float32]]
+          answers: dict[tuple[str, str], Answer], vectors: Sequence[npt.NDArray[np.float32]]
           ) -> dict[str, Any]:
-    """Recall per setting, kind and system, and per style/language; the API's extras."""
+    """Recall per setting, kind and system, and per style/language; why the API missed (the
+    evidence's drop type in the manifest, else ``not_retrieved``)."""
     base = Baselines(items)
     hits: dict[tuple[str, str, str], list[tuple[Question, bool]]] = {}
     via_memory: Counter[str] = Counter()
+    why_missed: dict[str, Counter[str]] = {}
     unresolved = []
     for q, vec in zip(data.questions, vectors, strict=True):
         want = evidence(q, items, seqs)
@@ -212,10 +226,13 @@ def score(data: RetrievalSet, items: Sequence[Item], seqs: dict[str, list[int]],
             continue
         ranked = {s: base.ranked(s, q.user_id, q.query, vec) for s in SYSTEMS}
         for name, (max_tokens, k) in SETTINGS.items():
-            segs = answers[(q.qid, name)][2]
+            _, _, segs, _, dropped = answers[(q.qid, name)]
             direct = any(ref in want for ref, _ in segs)
             memory = not direct and any(origin in want for _, origin in segs)
             via_memory[f"{name}/{q.kind}"] += memory
+            if not (direct or memory):
+                why = next((dropped[r] for r in sorted(want) if r in dropped), "not_retrieved")
+                why_missed.setdefault(f"{name}/{q.kind}", Counter())[why] += 1
             hits.setdefault((name, q.kind, "api"), []).append((q, direct or memory))
             for s in SYSTEMS:
                 kept = (base.top_k(ranked[s], k) if k is not None
@@ -232,6 +249,7 @@ def score(data: RetrievalSet, items: Sequence[Item], seqs: dict[str, list[int]],
     missed = {kind: [q.qid for q, h in hits.get(("4k", kind, "api"), []) if not h][:40]
               for kind in KINDS}
     return {"recall": recall, "by_group": detail, "via_memory": dict(sorted(via_memory.items())),
+            "api_why_missed": {k: dict(v.most_common()) for k, v in sorted(why_missed.items())},
             "unresolved_evidence": unresolved, "api_missed_at_4k": missed}
 
 
@@ -244,7 +262,7 @@ def _stats(data: RetrievalSet, items: Sequence[Item]) -> dict[str, Any]:
                 f"{q.kind}/{q.style}/{q.lang}" for q in data.questions).items()))}
 
 
-def _api_extras(answers: dict[tuple[str, str], Any]) -> dict[str, Any]:
+def _api_extras(answers: dict[tuple[str, str], Answer]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in SETTINGS:
         mine = [a for (_, n), a in answers.items() if n == name]

@@ -2,7 +2,7 @@
 over the server's own stored vectors), each over exactly what the API may show the asking
 user: the tenant's current knowledge chunks and that user's earlier session events.
 
-Contract: ``Baselines(items, count_tokens)`` indexes once per user; ``ranked(system, user,
+Contract: ``Baselines(items)`` indexes once per user; ``ranked(system, user,
 query, query_vector)`` returns every visible item's index, best first; ``top_k`` takes the
 best ``k`` chunks and the best ``k`` events (the API's limits are per layer too);
 ``within_budget`` fills ``max_tokens`` by rank, skipping an item that no longer fits and
@@ -11,7 +11,7 @@ whole budget for retrieved items, while the API's envelope also carries its own 
 the comparison is, if anything, generous to the baselines.
 
 BM25 tokens are what the server's full-text side sees of a text: lowercased words, English
-stopwords dropped and Snowball-stemmed (PyStemmer), and Chinese as character bigrams.
+stopwords and pronouns dropped, Snowball-stemmed (PyStemmer); Chinese as character bigrams.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from bm25s.stopwords import STOPWORDS_EN
 
 SYSTEMS = ("bm25", "dense")
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]+")
-_STOP = frozenset(STOPWORDS_EN)
+# bm25s's English list, plus the pronouns and question words every chat turn is full of
+_STOP = frozenset(STOPWORDS_EN) | {"i", "me", "my", "we", "us", "our", "you", "your", "what",
+                                   "which", "who", "when", "where", "how", "do", "does", "did"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,17 +3,20 @@ their ground-truth evidence; generated from a seed or read from a JSONL file.
 
 Generated (``generate(seed, users)``), the same seed and user count give the same data:
 
-- **Knowledge**: one runbook per fictional service (``Falcon Ledger``, ``Heron Gateway``; the
-  same first names and kinds recur, so services look alike), a fifth of them in Chinese, each
-  stating 5-6 facts of the same ten kinds (retries, owner, region, ...) among filler sentences
-  on the same topics, long enough to make 2-3 server chunks. Half as many *distractor*
-  documents (incident reviews) restate two services' facts with other values, as history or
-  unapproved proposals: lexically closest to the evidence, yet not it.
-- **Sessions**: each user (a fifth write Chinese) has 6 earlier sessions of 4-6 exchanges:
-  chatter, questions on a fact's topic that state nothing, 4 personal facts (some said inside
-  a longer message), a distractor per fact (the topic, said of someone else) in another
-  session, and for facts that change (where they live, their job) the first statement in an
-  early session and its update in a later one: the update is the evidence.
+- **Knowledge**: one runbook per fictional service, two services per user (``Falcon Ledger``,
+  ``Falcon Gateway``, ``Heron Ledger``: first names and kinds recur, so services look alike),
+  a fifth of them in Chinese, each stating 5-6 facts of the same ten kinds (retries, owner,
+  region, ...) among filler sentences on the same topics, long enough for 2-3 server chunks;
+  per service a changelog with a line on each fact's topic and on-call notes with a paragraph
+  under each topic, neither with a value; half as many *distractor* documents (incident
+  reviews) that restate two services' facts with other values, as history or unapproved
+  proposals: lexically closest to the evidence, yet not it.
+- **Sessions**: each user (a fifth write Chinese) has 8 earlier sessions of 4-6 exchanges:
+  chatter, questions on a fact's topic that state nothing, 5 personal facts (some said inside
+  a longer message), per fact a distractor (the topic, said of someone else) and a near miss
+  (the user on the topic, not answering it) in any session, and for facts that change (where
+  they live, their job) the first statement in an early session and its update in a later
+  one: the update is the evidence.
 - **Questions**: per user 3 about their own earlier sessions and 3 about the knowledge, each
   lexical or a paraphrase (``bench.retrieval_templates``) at even odds.
 
@@ -21,7 +24,7 @@ The JSONL format (``load``/``dump``), one object a line, in the order they are w
 
 - ``{"type": "document", "doc_id", "title", "text", "lang"}``
 - ``{"type": "session", "session_id", "user_id", "events": [{"role", "content"}, ...]}``
-  (sessions are written in file order; that order is their chronology)
+  (a user's sessions are written in file order, which is their chronology)
 - ``{"type": "question", "qid", "user_id", "kind": "knowledge"|"session", "query", "style",
   "lang", "evidence": [...]}``: knowledge evidence ``{"doc_id", "quote"}`` (a passage of the
   document's text: every server chunk holding it is evidence), session evidence
@@ -42,15 +45,17 @@ from bench.retrieval_templates import (
     CHATTER,
     FILLER,
     KNOWLEDGE,
+    MENTIONS,
     NOT_CURRENT,
     PERSONAL,
     REPLIES,
     TOPICAL,
+    TOPICS,
     Fact,
 )
 
-SESSIONS_PER_USER = 6
-FACTS_PER_USER = 4
+SESSIONS_PER_USER = 8
+FACTS_PER_USER = 5
 QUESTIONS_PER_USER = {"session": 3, "knowledge": 3}
 
 _NUM = {"n": range(2, 10), "s": (15, 30, 45, 60, 90, 120), "d": (7, 14, 30, 45, 60, 90, 180),
@@ -154,7 +159,7 @@ class RetrievalSet:
 def _values(rng: random.Random, fact: Fact, lang: str, **given: str) -> dict[str, str]:
     """A value for every ``{field}`` of ``fact`` (all its statements); fields that share a
     stem (``city``, ``city2``, ``city3``) get distinct values."""
-    text = " ".join((fact.fact, fact.lexical, fact.distractor, fact.update))
+    text = " ".join((fact.fact, fact.lexical, fact.distractor, fact.update, fact.near))
     fields = sorted({f.split("}")[0] for f in text.split("{")[1:]} - set(given))
     out = dict(given)
     for stem in sorted({f.rstrip("0123456789") for f in fields}):
@@ -194,6 +199,8 @@ def _documents(rng: random.Random, n: int) -> tuple[list[Document], list[Stated]
         title = f"{name}运行手册" if lang == "zh" else f"{name} runbook"
         docs.append(Document(doc_id, title, "\n\n".join(paragraphs), lang))
         by_entity[name] = (lang, kinds)
+        docs.append(_changelog(rng, name, lang, f"changelog-{i:03d}"))
+        docs.append(_notes(rng, name, lang, f"notes-{i:03d}"))
     for j in range(n // 2):
         lang = "zh" if j % 5 == 4 else "en"
         pair = rng.sample([e for e, (lg, _) in by_entity.items() if lg == lang], 2)
@@ -210,6 +217,25 @@ def _documents(rng: random.Random, n: int) -> tuple[list[Document], list[Stated]
     return docs, stated
 
 
+def _changelog(rng: random.Random, name: str, lang: str, doc_id: str) -> Document:
+    """A service's changelog: a line on every fact kind's topic, none with a value."""
+    lines = [line.format(E=name, v=f"2.{v}") for v, line in enumerate(
+        rng.sample(list(MENTIONS[lang].values()), len(MENTIONS[lang])))]
+    for _ in range(4):
+        lines.insert(rng.randrange(len(lines) + 1), rng.choice(FILLER[lang]))
+    title = f"{name}变更记录" if lang == "zh" else f"{name} changelog"
+    return Document(doc_id, title, "\n".join(lines), lang)
+
+
+def _notes(rng: random.Random, name: str, lang: str, doc_id: str) -> Document:
+    """A service's on-call notes: a paragraph under each fact kind's topic, with no value."""
+    paragraphs = [_join(lang, [f"{name}：{topic}。" if lang == "zh" else f"{name}: {topic}.",
+                               *rng.sample(FILLER[lang], rng.randint(2, 4))])
+                  for topic in rng.sample(list(TOPICS[lang].values()), len(TOPICS[lang]))]
+    title = f"{name}值班笔记" if lang == "zh" else f"{name} on-call notes"
+    return Document(doc_id, title, "\n\n".join(paragraphs), lang)
+
+
 def _user(rng: random.Random, user_id: str, lang: str) -> tuple[list[Session], list[Question]]:
     """A user's earlier sessions and the questions about them."""
     plan: list[list[tuple[str, str | None]]] = [[] for _ in range(SESSIONS_PER_USER)]
@@ -222,8 +248,10 @@ def _user(rng: random.Random, user_id: str, lang: str) -> tuple[list[Session], l
         if fact.update:
             plan[rng.randrange(half, SESSIONS_PER_USER)].append(
                 (fact.update.format(**values), fact.key))
-        if rng.random() < 0.8:
-            plan[rng.randrange(SESSIONS_PER_USER)].append((fact.distractor.format(**values), None))
+        for said_instead in (fact.distractor, fact.near):
+            if rng.random() < 0.8:
+                plan[rng.randrange(SESSIONS_PER_USER)].append(
+                    (said_instead.format(**values), None))
         if fact.key in TOPICAL[lang] and rng.random() < 0.7:
             plan[rng.randrange(SESSIONS_PER_USER)].append((TOPICAL[lang][fact.key], None))
     sessions: list[Session] = []
@@ -262,7 +290,7 @@ def _personal_query(sessions: list[Session], where: tuple[str, int], template: s
 
 def generate(seed: int, users: int) -> RetrievalSet:
     rng = random.Random(seed)
-    docs, stated = _documents(rng, max(10, users))
+    docs, stated = _documents(rng, min(len(_FIRST) * len(_KINDS), max(10, 2 * users)))
     sessions: list[Session] = []
     questions: list[Question] = []
     rng.shuffle(stated)

@@ -3,8 +3,10 @@
 Every fact comes with two questions: a *lexical* one that reuses the fact's words, and a
 *paraphrase* that shares with it no content word but the entity's name (a knowledge question
 must name the service it asks about; a personal one names nothing), so only meaning connects
-it to its evidence. Each personal fact also has a *distractor*: the same topic said of
-someone else, in another session. Chinese (``zh``) phrasings cover part of both sets.
+it to its evidence. Each personal fact also has a *distractor* (the same topic said of
+someone else) and a *near miss* (the user's own words on the topic that do not answer it),
+said in other sessions; a knowledge fact has a changelog line naming its service and topic.
+Chinese (``zh``) phrasings cover part of both sets.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Fact:
     paraphrase: str
     distractor: str = ""  # personal facts: the topic, said of someone else
     update: str = ""  # personal facts: a later statement that replaces ``fact``
+    near: str = ""  # personal facts: the user's own words on the topic, not the answer
 
 
 KNOWLEDGE: tuple[Fact, ...] = (
@@ -38,7 +41,7 @@ KNOWLEDGE: tuple[Fact, ...] = (
          "Where are the machines that host {E} located geographically?"),
     Fact("retention", "en", "Logs written by {E} are retained for {d} days and then deleted.",
          "How many days are logs written by {E} retained?",
-         "For how long can I still look up {E}'s old log output before it is purged?"),
+         "For how long can I still look up {E}'s old diagnostic output before it is purged?"),
     Fact("deploy", "en", "Releases of {E} may only be deployed on {day}, starting at {t}:00 UTC "
          "for {w} hours.", "On which day may releases of {E} be deployed?",
          "When am I allowed to ship a new build of {E} to production?"),
@@ -73,6 +76,41 @@ KNOWLEDGE: tuple[Fact, ...] = (
     Fact("backup", "zh", "{E}每{h}小时做一次全量备份，保留最近{k}个快照。",
          "{E}多久做一次全量备份？", "{E}的数据多长时间保存一份灾备副本？"),
 )
+
+# A changelog line per fact kind: the service and the fact's topic, never its value.
+MENTIONS = {
+    "en": {"retries": "{E} {v}: failed webhook delivery retries now show up on the dashboard.",
+           "owner": "{E} {v}: the owning team rebalanced its pager rotation.",
+           "region": "{E} {v}: the tooling that moves {E} to another region was rewritten.",
+           "retention": "{E} {v}: the retention of logs written by {E} is now set in the "
+                        "config repository.",
+           "deploy": "{E} {v}: releases are now deployed behind a canary.",
+           "rate": "{E} {v}: API clients now see how many requests per minute they have left.",
+           "store": "{E} {v}: the cluster that keeps its state got a storage upgrade.",
+           "escalation": "{E} {v}: escalations now open a ticket for the technical lead.",
+           "timeout": "{E} {v}: requests that time out now log a trace id.",
+           "backup": "{E} {v}: full backup snapshots are now encrypted."},
+    "zh": {"retries": "{E} {v}：回调投递失败的重试次数现在显示在监控面板上。",
+           "owner": "{E} {v}：负责团队调整了值班轮换。",
+           "region": "{E} {v}：重写了把{E}迁移到其他区域的工具。",
+           "retention": "{E} {v}：{E}产生的日志保留时间改为在配置仓库中设置。",
+           "rate": "{E} {v}：API客户端现在可以看到每分钟剩余的请求次数。",
+           "timeout": "{E} {v}：超时的请求现在会记录追踪编号。",
+           "backup": "{E} {v}：全量备份快照现在会加密。"},
+}
+
+# An on-call notes heading per fact kind: the topic in the lexical question's words.
+TOPICS = {
+    "en": {"retries": "failed webhook delivery retries", "owner": "the owning team and its pager",
+           "region": "the deployed region and the warm standby", "retention": "log retention",
+           "deploy": "the days releases may be deployed", "rate": "requests per minute per "
+           "API client", "store": "the cluster that keeps its state", "escalation":
+           "escalations and the technical lead", "timeout": "request timeouts",
+           "backup": "full backups and snapshots"},
+    "zh": {"retries": "回调投递失败后的重试", "owner": "负责团队与值班", "region": "部署区域与热备",
+           "retention": "日志保留天数", "rate": "API客户端每分钟请求次数", "timeout": "请求超时",
+           "backup": "全量备份与快照"},
+}
 
 # How a distractor document restates a fact with other values: not the answer.
 NOT_CURRENT = {"en": ("Until last spring the setup was different: ",
@@ -122,53 +160,67 @@ PERSONAL: tuple[Fact, ...] = (
     Fact("pet", "en", "Big news at home: we adopted a {species} and the kids named it {pet}.",
          "What is the name of the {species} we adopted?",
          "What did the children decide to call the animal that joined our family?",
-         distractor="My neighbour's {species2} {pet2} kept everyone awake last night."),
+         distractor="My neighbour's {species2} {pet2} kept everyone awake last night.",
+         near="We keep talking about getting a pet, the kids want one badly."),
     Fact("city", "en", "I live in {city}, so the weather here has been a mess lately.",
          "Which city do I live in now?", "Where is home for me these days?",
          distractor="My brother lives in {city3} and keeps telling me to visit.",
+         near="I'm so tired of the rent going up where we live.",
          update="We finally moved! I live in {city2} now, the new flat is much closer to the "
                 "office."),
     Fact("job", "en", "I work as a {role} at {company}, mostly meetings this week.",
          "What is my job and which company do I work at now?",
          "Who employs me at the moment, and in what position?",
          distractor="My friend {name} works as a {role3} at {company3}.",
+         near="Work has been exhausting, I might look for something new.",
          update="Quick update: I quit {company} and I'm now a {role2} at {company2}."),
     Fact("allergy", "en", "Please remember I'm allergic to {food}; last time it sent me to "
          "the hospital.", "What am I allergic to?",
          "Which ingredient must you keep out of any recipe you suggest for me?",
-         distractor="My colleague is allergic to {food2}, so the office party had no dessert."),
+         distractor="My colleague is allergic to {food2}, so the office party had no dessert.",
+         near="I used to think I was allergic to {food3}, but the test came back clean."),
     Fact("trip", "en", "We're flying to {place} in {month} for our anniversary.",
          "Where are we flying for our anniversary?",
          "What destination did I choose for the celebration trip with my partner?",
-         distractor="My parents went to {place2} last year and loved it."),
+         distractor="My parents went to {place2} last year and loved it.",
+         near="Our anniversary is coming up and I still haven't booked anything."),
     Fact("music", "en", "I signed up for {instrument} lessons every Tuesday evening.",
          "Which instrument did I sign up for lessons in?",
          "What kind of music class am I taking this season?",
-         distractor="My daughter wants to quit her {instrument2} lessons."),
+         distractor="My daughter wants to quit her {instrument2} lessons.",
+         near="I played the {instrument3} as a kid but gave it up."),
     Fact("car", "en", "I drive a {color} {car}, it's old but it runs.", "What car do I drive?",
-         "What vehicle do I own?", distractor="My wife wants a {car2} for her commute."),
+         "What vehicle do I own?", distractor="My wife wants a {car2} for her commute.",
+         near="I rented a {car3} on holiday and hated it."),
     Fact("dentist", "en", "My dentist appointment is on {weekday} at {hour} o'clock.",
          "When is my dentist appointment?", "When do I need to go get my teeth checked?",
-         distractor="My son's doctor visit is on {weekday2}."),
+         distractor="My son's doctor visit is on {weekday2}.",
+         near="One of my molars has been aching since the weekend."),
     Fact("school", "en", "Our son {kid} starts at {school} in September.",
          "Which school does our son start at?",
          "Where will our boy be going for classes from the autumn?",
-         distractor="The neighbours' kid goes to {school2}."),
+         distractor="The neighbours' kid goes to {school2}.",
+         near="We toured {school3} last month but it felt too big."),
     Fact("pet", "zh", "家里有大事：我们领养了一只{species}，孩子们给它取名叫{pet}。",
-         "我们领养的{species}叫什么名字？", "孩子们给新来的小家伙起了什么名？",
-         distractor="邻居家的{species2}{pet2}昨晚叫了一整夜。"),
+         "我们领养的{species}叫什么名字？", "新来的小家伙叫啥？",
+         distractor="邻居家的{species2}{pet2}昨晚叫了一整夜。", near="孩子们一直吵着要养宠物。"),
     Fact("city", "zh", "我住在{city}，最近这里天气很糟。", "我现在住在哪个城市？",
          "我目前的家安在什么地方？", distractor="我哥哥住在{city3}，一直叫我去玩。",
-         update="我们终于搬家了！我现在住在{city2}，新房子离公司近多了。"),
+         update="我们终于搬家了！我现在住在{city2}，新房子离公司近多了。",
+         near="房租又涨了，真想换个地方住。"),
     Fact("allergy", "zh", "请记住我对{food}过敏，上次还进了医院。", "我对什么过敏？",
          "给我推荐菜谱时必须避开哪种食材？",
-         distractor="我同事对{food2}过敏，所以办公室聚会没有甜点。"),
+         distractor="我同事对{food2}过敏，所以办公室聚会没有甜点。",
+         near="我以前以为自己对{food3}过敏，结果检测是阴性。"),
     Fact("trip", "zh", "我们{month}要飞去{place}过结婚纪念日。", "我们飞去哪里过结婚纪念日？",
-         "我和另一半庆祝的旅行目的地选在了哪儿？", distractor="我爸妈去年去了{place2}，很喜欢。"),
+         "我和另一半庆祝的旅行目的地选在了哪儿？", distractor="我爸妈去年去了{place2}，很喜欢。",
+         near="结婚纪念日快到了，我还什么都没订。"),
     Fact("music", "zh", "我报名了每周二晚上的{instrument}课。", "我报名了每周二晚上的什么课？",
-         "这一季我在学哪种乐器？", distractor="我女儿想放弃她的{instrument2}课。"),
+         "这一季我在学哪种乐器？", distractor="我女儿想放弃她的{instrument2}课。",
+         near="我小时候学过{instrument3}，后来放弃了。"),
     Fact("dentist", "zh", "我的牙医预约在{weekday}{hour}点。", "我的牙医预约在什么时候？",
-         "我哪天要去检查牙齿？", distractor="我儿子的体检安排在{weekday2}。"),
+         "我哪天要去检查牙齿？", distractor="我儿子的体检安排在{weekday2}。",
+         near="我的一颗大牙从周末开始就一直疼。"),
 )
 
 # What users say between facts: plain chatter, and questions on a fact's topic that state
