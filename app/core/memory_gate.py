@@ -1,12 +1,12 @@
 """The long-term memory write gate: should this candidate become a memory, and how?
 
 Contract: ``decide(write, existing=..., secret_detectors=..., pii_detectors=...,
-injection_detectors=..., terms=...)`` is pure (no I/O, no clock): the store passes in the live records of the same scope (each with
-its cosine ``similarity`` to the candidate, when embeddings exist). It returns a
-``GateDecision`` whose ``type`` is stable. ``terms`` is ``statement_terms`` or a memo of it:
-a batch meets the same related records in every write, and analysing each statement once per
-batch instead of once per write took the gate from ~4 ms to ~0.3 ms a write (100 writes
-against 50 records). Steps run in this order; the first that decides wins:
+injection_detectors=..., terms=...)`` is pure (no I/O, no clock): the store passes in the
+live records of the same scope (each with its cosine ``similarity`` to the candidate, when
+embeddings exist). It returns a ``GateDecision`` whose ``type`` is stable. ``terms`` is
+``statement_terms`` or a memo of it: a batch meets the same related records in every write,
+and analysing each statement once per batch instead of once per write took the gate from
+~4 ms to ~0.3 ms a write (100 writes against 50 records). Steps run in this order; the first that decides wins:
 
 1. labels          ``memory.missing_label``         owner, source_session; user scope: user_id
 2. classification  ``memory.sensitivity_secret``    sensitivity ``secret`` is never stored

@@ -1,7 +1,7 @@
 """Text as a model reads it: look-alike letters to ASCII, invisible characters removed.
 
-Contract: ``canonical(text, fold=False)`` returns ``(canon, origin)``. ``canon`` maps every character
-that NFKC or a homoglyph table turns into one ASCII letter or digit (full-width forms,
+Contract: ``canonical(text, fold=False)`` returns ``(canon, origin)``. ``canon`` maps every
+character that NFKC or a homoglyph table turns into one ASCII letter or digit (full-width forms,
 mathematical alphanumerics, Cyrillic and Greek look-alikes) to that character, and drops
 invisible format characters (zero-width spaces and joiners, soft hyphens, word joiners, the
 BOM, bidi controls). ``origin(i, end=False)`` maps an index of ``canon`` back to ``text``, so

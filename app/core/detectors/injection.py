@@ -76,7 +76,7 @@ OVERRIDE = _detector(
     accept=_qualified)
 OVERRIDE_EXTRA = _detector(
     "injection.override",
-    re.compile(r"(?:ignore|disregard|forget)\s{1,3}(?:everything|all|anything)\s{1,3}(?:above|"
+    re.compile(r"(?:ignore|disregard|forget)\s{1,3}(?:everything|all|anything|what)\s{1,3}(?:above|"
                r"before|prior|previously|you(?:'ve|\s{1,2}have|\s{1,2}were)?\s{1,2}(?:been\s{1,2})?"
                r"(?:told|learned|said))"),
     re.compile(r"(?:new|updated|revised|real|actual)\s{1,3}(?:system\s{1,3})?"
@@ -108,9 +108,19 @@ OVERRIDE_FUZZY = _detector(  # one typo in the verb or the noun: "ingore all pre
     accept=_fuzzy_override)
 OVERRIDE_MORE = _detector(
     "injection.override",
+    re.compile(r"(?:ignore|disregard|forget|override|bypass|discard)\s{1,3}(?:(?:the|these|those|"
+               r"any|all|your|my)\s{1,3})?(?:[a-z]{1,12}\s{1,3})?(?:instructions|rules|prompt|"
+               r"directions|guidelines|directives)\s{1,3}(?:above|before|below|given|provided|"
+               r"you\s{1,3}(?:were|have\s{1,3}been|got|received))"),
+    re.compile(r"(?:stop|quit|cease)\s{1,3}(?:following|obeying|using)\s{1,3}(?:your|the|all|any)"
+               r"\s{1,3}(?:[a-z]{1,12}\s{1,3})?(?:instructions|rules|guidelines|programming|prompt|"
+               r"directives)"),
     re.compile(r"(?:previous|above|prior|earlier|original|old)\s{1,3}(?:instructions|rules|"
                r"prompt|directives)\s{1,3}(?:(?:are|were|is|have\s{1,3}been)\s{1,3})?(?:now\s{1,3})?"
-               r"(?:cancell?ed|void|obsolete|revoked|invalid|outdated|superseded|no\s{1,3}longer)"),
+               r"(?:cancell?ed|void|obsolete|revoked|invalid|outdated|superseded|no\s{1,3}longer|written\s{1,3}"
+               r"by|fake|false|malicious|compromised|wrong|a\s{1,3}test)"),
+    re.compile(r"(?:前面|之前|以上|上面)的?(?:所有)?(?:要求|指令|规则|设定|提示)[^。\n]{0,4}?"
+               r"(?:不用管|不用理|别管|无效|作废|忽略)"),
     re.compile(r"(?:ignore|disregard|forget)\s{1,3}(?:the\s{1,3})?user(?:'s)?\s{1,3}(?:original"
                r"\s{1,3})?(?:request|question|task|query|instructions)"),
     re.compile(r"(?:之前|以上|上面|上述|原来|原有)的?(?:所有)?(?:指令|指示|规则|设定|提示词?)"
@@ -124,8 +134,34 @@ _AI = (r"(?:ai|llms?|gpt(?:-?\d[\w.-]{0,6})?|claude|chatgpt|gemini|copilot|llama
        r"summari[sz]er|screener)")
 _TASK_VERB = (r"(?:solve|complete|answer|finish|continue\s{1,3}with|proceed\s{1,3}with|do|"
               r"handle|perform|start|begin|address|summari[sz]e|respond\s{1,3}to)")
+_HANDLED = (r"(?:inbox|e-?mails?|mails?|messages?|notes|page|website|site|document|thread|"
+            r"conversation|reviews?|comments?|files?|tickets?|repository|repo|calendar|text)")
 ADDRESSED = _detector(
     "injection.addressed",
+    re.compile(r"whoever\s{1,3}(?:is\s{1,3})?(?:summari[sz]ing|reading|processing|handling|parsing|"
+               r"analy[sz]ing|reviewing)"),
+    re.compile(r"(?<![a-z])(?:ai|llms?|assistants?|models?|bots?|agents?|copilot|language\s{1,3}"
+               r"models?)\s{1,3}(?:handling|processing|reading|managing|summari[sz]ing|monitoring|"
+               r"triaging|parsing)\s{1,3}(?:this|these|the|my|your|our|any)\s{1,3}(?:[a-z]{1,12}"
+               rf"\s{{1,3}})?{_HANDLED}\b"),
+    re.compile(r"@(?:copilot|claude|chatgpt|gpt|gemini|assistant|ai|devin|codex|cursor)\b[^\n]{0,40}?"
+               r"(?:please|you|must|also)\b"),
+    re.compile(r"(?:for|to)\s{1,3}(?:the\s{1,3}|any\s{1,3}|all\s{1,3})?(?:automated|ai|llm|"
+               r"ai-powered|machine)\s{1,3}(?:[a-z]{1,12}\s{1,3})?(?:screening|review(?:ers?)?|"
+               r"systems?|tools?|assistants?|agents?|crawlers?|readers?|models?|screeners?)\b[^.\n]{0,30}?"
+               r"[:)\]]"),  # a heading addressed to them: "(for automated screening systems):"
+    re.compile(r"(?:do\s{1,3}not|don't|never)\s{1,3}(?:ask|check\s{1,3}with|confirm\s{1,3}with|"
+               r"consult|warn)\s{1,3}(?:the\s{1,3})?user\b"),
+    re.compile(r"(?:尊敬的|亲爱的|嗨|你好)[，, ]?(?:ai|人工智能|智能助手|ai助手|助手|大模型|模型|"
+               r"机器人)|(?:ai|人工智能|智能助手|ai助手|大模型|语言模型)[，,：:]?\s?请(?:注意|你|务必|在)"),
+    re.compile(r"(?:to|for|attention|dear|hey)\s{1,3}(?:the\s{1,3}|any\s{1,3}|all\s{1,3}|an?\s{1,3})?"
+               r"(?:ai|assistant|model|llm|bot|summari[sz]er)s?\s{1,3}(?:reading|summari[sz]ing|"
+               r"processing|parsing|handling|analy[sz]ing|viewing|scanning|that|who|which)\b"),
+    re.compile(r"(?<![a-z])(?:ai|llms?|assistants?|models?|bots?|summari[sz]ers?)\s{1,3}(?:reading|"
+               r"summari[sz]ing|processing|parsing|analy[sz]ing|viewing|scanning)\s{1,3}(?:(?:this|"
+               r"these|the|my|our)\s{1,3})?(?:[a-z]{1,15}\s{0,3})?[:,]"),
+    re.compile(r"(?:respond|reply|answer)\s{1,3}to\s{1,3}(?:every|each|all|any|my)\s{1,3}"
+               r"(?:future\s{1,3})?prompts?\b"),
     re.compile(rf"before\s{{1,3}}(?:you\s{{1,3}})?(?:can\s{{1,3}}|will\s{{1,3}})?{_TASK_VERB}"
                r"\s{1,3}(?:the|this|your|my|any|that)\s{1,3}(?:[a-z']{1,12}\s{1,3})?"
                r"(?:task|request|question|instructions?|assignment|job|query)"),
@@ -161,7 +197,8 @@ ADDRESSED = _detector(
                r"(?:之前|前)"),
     re.compile(r"(?:给|致|对|告诉)(?:ai|人工智能|ai助手|智能助手|助手|大模型|语言模型|模型|机器人)"
                r"(?:的)?(?:说明|指令|提示|消息|留言|备注|话)"),
-    re.compile(r"如果你是(?:一个|一名)?(?:ai|人工智能|语言模型|大模型|大语言模型|助手|ai助手|智能助手|"
+    re.compile(r"(?:写给|留给)(?:ai|人工智能|ai助手|智能助手|助手|大模型|语言模型|模型|机器人)"),
+    re.compile(r"如果你是[^。\n]{0,12}?(?:ai|人工智能|语言模型|大模型|大语言模型|助手|ai助手|智能助手|"
                r"机器人|模型)"),
     re.compile(r"你的(?:新|真正的?|实际的?|唯一的?)(?:任务|目标|指令|使命)(?:是|：|:|为)"),
     re.compile(r"(?:不要|别|切勿|不得)(?:告诉|通知|提醒|让)用户"),
@@ -170,15 +207,20 @@ ADDRESSED = _detector(
 )
 
 _REVEAL_TARGET = (
-    r"(?:system\s{0,3}(?:prompt|message|instructions?)|(?:initial|original|hidden|secret|"
+    r"(?:everything\s{1,3}(?:written|said|typed|that\s{1,3}came)|(?:very\s{1,3})?first\s{1,3}"
+    r"(?:system\s{1,3})?message|(?:the\s{1,3})?prompt\s{1,3}you\s{1,3}(?:were|are)\s{1,3}"
+    r"(?:initiali[sz]ed|given|started|configured|loaded|running)|system\s{0,3}(?:prompt|message|instructions?)|(?:initial|original|hidden|secret|"
     r"pre-?|full|entire|exact|first|complete)\s{1,3}(?:system\s{1,3})?(?:prompt|instructions)|"
     r"your\s{1,3}(?:(?:initial|original|hidden|secret|full|exact|complete|entire|above|previous|"
     r"prior|current)\s{1,3})?(?:instructions|prompt|directives|guidelines|rules|programming|"
     r"configuration)\b|the\s{1,3}(?:above|previous|prior|preceding)\s{1,3}(?:instructions|"
     r"prompt|text)|instructions\s{1,3}(?:you\s{1,3}(?:were|have\s{1,3}been|got)\s{1,3}given|"
-    r"given\s{1,3}to\s{1,3}you|above)|(?:text|words|everything)\s{1,3}above)")
+    r"given\s{1,3}to\s{1,3}you|above|that\s{1,3}(?:came|come|were|appear(?:ed)?)\s{1,3}(?:before|"
+    r"above|earlier|first)|before\s{1,3}(?:this|my|the))|(?:text|words|everything)\s{1,3}above)")
 REVEAL = _detector(
     "injection.reveal",
+    re.compile(r"(?:你收到的|最初的|第一条|最开始的)[^。\n]{0,6}?(?:消息|指令|提示)[^。\n]{0,10}?"
+               r"(?:发给我|告诉我|输出|复述|重复|显示)"),
     re.compile(r"(?:repeat|reveal|print|show|output|display|tell\s{1,3}me|give\s{1,3}me|write"
                r"\s{1,3}(?:out|down)|recite|share|leak|dump|spell\s{1,3}out|paste|echo|"
                r"disclose|expose|return|list|translate|summari[sz]e|convert)\s{1,3}"
@@ -191,8 +233,8 @@ REVEAL = _detector(
     re.compile(r"(?:重复|复述|输出|显示|告诉我|打印|泄露|透露|给出|列出|说出|翻译)[^。\n]{0,8}?"
                r"(?:你|之前的|上面的|以上的?|最初的|原始的|系统|隐藏的)[^。\n]{0,8}?"
                r"(?:指令|提示词|系统提示|规则|设定|指示)"),
-    re.compile(r"(?:你的|之前的|最初的|原始的)(?:系统提示词?|提示词|指令|设定)(?:原样|逐字|完整地?|全部)?"
-               r"(?:输出|打印|告诉我|显示|重复|发给我|写出来)"),
+    re.compile(r"(?:你的|之前的|最初的|原始的|上面的?|以上的?)(?:系统提示词?|提示词|指令|设定)[^。\n]{0,8}?"
+               r"(?:输出|打印|告诉我|显示|重复|复述|说出|列出|发给我|写出来)"),
     re.compile(r"你的(?:系统提示词?|提示词|指令|设定|规则)是什么"),
 )
 
@@ -239,6 +281,22 @@ ROLE_MORE = _detector(
                r"restrictions|limitations|policies|guidelines|filters|constraints)|you\s{1,3}"
                r"(?:have|had)\s{1,3}no\s{1,3}(?:restrictions|limitations|filters|rules|guidelines|"
                r"ethics|morals|boundaries|censorship))"),
+    re.compile(r"let'?s\s{1,3}(?:play\s{1,3}(?:a\s{1,3})?(?:game|pretend)|roleplay|role-play|pretend)"
+               r"|(?:never|won't|will\s{1,3}not|doesn't|does\s{1,3}not|can't|cannot)\s{1,3}(?:ever\s{1,3})?"
+               r"refuses?\b|(?:rogue|evil|unfiltered|uncensored|unrestricted|jailbroken|amoral|"
+               r"unethical)\s{1,3}(?:ai|assistant|chatbot|model|bot|version)\b|(?:without|with\s{1,3}no|"
+               r"free\s{1,3}of)\s{1,3}(?:any\s{1,3})?(?:safety|ethical|moral|content)\s{1,3}(?:rules|"
+               r"guidelines|restrictions|filters|policies|limits|constraints)|(?:let's|lets|now)\s{1,3}"
+               r"(?:break|bend|ignore)\s{1,3}(?:the|all|your|some)\s{1,3}(?:rules|guidelines|policies)"),
+    re.compile(r"(?:act|behave|talk|speak)\s{1,3}like\s{1,3}my\s{1,3}|(?:respond|answer|reply|"
+               r"speak|talk)\s{1,3}as\s{1,3}(?:two|both|three|multiple)\s|(?:has|have|with)\s{1,3}no"
+               r"\s{1,3}(?:rules|restrictions|limits|filters|guidelines|morals|ethics)\b|you\s{1,3}"
+               r"(?:are|'re)\s{1,3}(?:now\s{1,3})?(?:allowed|permitted|free)\s{1,3}to\s{1,3}(?:say|"
+               r"discuss|do|answer|write|generate)\s{1,3}(?:anything|everything|whatever)|[\[{(<]{1,2}"
+               r"\s{0,2}(?:new\s{1,3})?(?:system|admin|developer|important|urgent)\s{1,3}(?:instructions?|"
+               r"message|prompt|override|update|note)\s{0,2}[\]})>]{1,2}|角色扮演[^。\n]{0,10}?你(?:是|扮演)"),
+    re.compile(r"(?:现在你是|你现在就是|你将是)[^。\n]{0,12}?(?:助手|ai|模型|机器人|黑客)|(?:不受(?:任何)?"
+               r"(?:限制|约束|规则)|没有(?:任何)?(?:限制|道德|规则|约束))的(?:ai|助手|模型|机器人)"),
     re.compile(r"(?:进入|开启|启用|切换到)(?:开发者|越狱|无限制|上帝|dan)模式|越狱|"
                r"(?:你|您)(?:不再|不用|无需)(?:遵守|受|遵循)[^。\n]{0,10}?(?:限制|规则|约束|政策|准则)"),
 )
@@ -264,6 +322,8 @@ TURNS = _detector(
                r"from\s{1,3}now\s{1,3}on|new\s{1,3}task|system\s{1,3}prompt|override|disregard|"
                r"access\s{1,3}granted|sure,?\s{1,3}(?:here|i\s{1,3}will|i'll)|i\s{1,3}will\s{1,3}now|"
                r"i'll\s{1,3}now)\b"),
+    re.compile(r"(?<![a-z])assistant\s{0,2}[,\u2013\u2014-]\s{0,3}[^\n]{0,120}?(?:you|your|please|must|also|"
+               r"immediately|now)\b"),
     re.compile(rf"(?<![a-z]){_AI}\s{{0,2}}[:,]\s{{0,3}}[^\n]{{0,120}}?(?:you|your|please|must)\b"),
     accept=_turn_start)
 # Upper-case headers only: ``SYSTEM:`` is a fake turn, ``system: linux`` is YAML.
@@ -277,6 +337,9 @@ _EN_ACTION = (r"(?:send|e-?mail|forward|transfer|wire|pay|refund|grant|approve|u
               r"(?:tool|command|shell|script|code|function))\b")
 TOOL_COERCION = _detector(
     "injection.tool_coercion",
+    re.compile(r"(?:use|call|invoke)\s{1,3}(?:the\s{1,3}|your\s{1,3})?[\w-]{1,30}\s{1,3}(?:tool|"
+               r"function|plugin)\s{1,3}to\s{1,3}(?:run|execute|send|delete|remove|transfer|share|"
+               r"upload|post|forward|download|install)\b"),
     re.compile(r"(?:call|invoke|trigger|execute)\s{1,3}(?:the\s{1,3})?[`'\"]?[a-z][\w.-]{1,60}"
                r"[`'\"]?\s{1,3}(?:tool|function|action|plugin)\b"),
     re.compile(r"(?:call|invoke|use)\s{1,3}(?:the\s{1,3})?(?:tool|function)\s{1,3}[`'\"]?"
@@ -302,7 +365,10 @@ def _url_carries_data(m: re.Match[str], _text: str) -> bool:
     url = m.group("url")
     if _PLACEHOLDER.search(url):
         return True
-    query = urlsplit(url).query
+    parts = urlsplit(url)
+    if "badge" in parts.path.lower():  # CI badges carry public upload tokens (codecov)
+        return False
+    query = parts.query
     return any(k.lower() in _DATA_PARAMS for k, _ in parse_qsl(query, keep_blank_values=True))
 
 
@@ -322,6 +388,15 @@ EXFILTRATION = _detector(  # URLs are case-sensitive (placeholders): no folding 
 )
 EXFILTRATION_TEXT = _detector(
     "injection.exfiltration",
+    re.compile(r"the\s{1,3}user's\s{1,3}(?:[a-z-]{1,15}\s{1,3}){0,3}?(?:passwords?|ssn|social\s{1,3}"
+               r"security\s{1,3}number|date\s{1,3}of\s{1,3}birth|passport|bank|credit\s{1,3}card|"
+               r"api\s{1,3}(?:token|key)s?|tokens?|credentials|contacts|inbox|e-?mails|files|address|"
+               r"phone|messages|history|data)\b[^\n]{0,100}?(?:https?://|[\w.+-]{1,64}@[\w-]{1,60}\.)"),
+    re.compile(r"(?:collect|gather|find|extract|grab|harvest|copy|read|dump)\s{1,3}(?:[a-z']{1,15}"
+               r"\s{1,3}){0,3}?(?:passwords?|credentials|api\s?keys?|secrets|tokens|cookies|emails|"
+               r"contacts|ssh\s{1,3}keys?|private\s{1,3}keys?)\b[^\n]{0,80}?\b(?:send|post|upload|"
+               r"e-?mail|forward|submit|paste)\s{1,3}(?:[a-z']{1,15}\s{1,3}){0,3}?(?:to|at|into)"
+               r"\s{1,3}(?:https?://|www\.|[\w.+-]{1,64}@)"),
     re.compile(rf"(?:send|post|forward|upload|exfiltrate|transmit|leak|e-?mail|submit|append)"
                rf"\s{{1,3}}(?:[a-z']{{1,15}}\s{{1,3}}){{0,4}}?{_EN_DATA}\b(?:[^.\n]|\.(?=\S)){{0,60}}?\b"
                rf"(?:to|at|into)\s{{1,3}}(?:https?://|www\.|[\w.+-]{{1,64}}@|[\w-]{{1,60}}\."
