@@ -6,7 +6,8 @@ live records of the same scope (each with its cosine ``similarity`` to the candi
 embeddings exist). It returns a ``GateDecision`` whose ``type`` is stable. ``terms`` is
 ``statement_terms`` or a memo of it: a batch meets the same related records in every write,
 and analysing each statement once per batch instead of once per write took the gate from
-~4 ms to ~0.3 ms a write (100 writes against 50 records). Steps run in this order; the first that decides wins:
+~4 ms to ~0.3 ms a write (100 writes against 50 records). Steps run in this order; the
+first that decides wins:
 
 1. labels          ``memory.missing_label``         owner, source_session; user scope: user_id
 2. classification  ``memory.sensitivity_secret``    sensitivity ``secret`` is never stored
