@@ -45,6 +45,22 @@ def redis_url() -> Iterator[str]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster_url() -> Iterator[str]:
+    """A real 3-master Redis Cluster on loopback (tests/redis_cluster.py)."""
+    from tests.redis_cluster import redis_cluster
+
+    with redis_cluster() as url:
+        yield url
+
+
+@pytest.fixture(params=["single", "cluster"])
+def any_redis_url(request: pytest.FixtureRequest) -> str:
+    """Each Redis adapter test runs on one server and on a 3-master cluster."""
+    name = "redis_url" if request.param == "single" else "redis_cluster_url"
+    return str(request.getfixturevalue(name))
+
+
 @pytest.fixture
 def uid() -> str:
     """A short unique suffix for ids of this test."""

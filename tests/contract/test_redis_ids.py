@@ -6,21 +6,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-import redis.asyncio as aioredis
 
-from app.adapters.redis.client import open_redis
+from app.adapters.redis.client import RedisClient, open_redis
 from app.adapters.redis.erasure import RedisEraser
 from app.adapters.redis.keys import replay_key, session_key, tail_key
 from app.ports import ErasureTarget
 
 
 @pytest.fixture
-async def client(redis_url: str, uid: str) -> AsyncIterator[aioredis.Redis]:
-    c = open_redis(redis_url)
+async def client(any_redis_url: str, uid: str) -> AsyncIterator[RedisClient]:
+    c = open_redis(any_redis_url)
     yield c
-    keys = [k async for k in c.scan_iter(match=f"ids-{uid}:*")]
-    if keys:
-        await c.unlink(*keys)
+    for key in [k async for k in c.scan_iter(match=f"ids-{uid}:*")]:
+        await c.unlink(key)  # one key per command: a cluster refuses cross-slot ones
     await c.aclose()
 
 
@@ -30,7 +28,7 @@ def target(tenant: str, user: str, sessions: tuple[str, ...], turns: tuple[str, 
                          session_ids=sessions, turn_ids=turns)
 
 
-async def test_erasure_finds_only_the_users_keys(client: aioredis.Redis, uid: str) -> None:
+async def test_erasure_finds_only_the_users_keys(client: RedisClient, uid: str) -> None:
     prefix = f"ids-{uid}"
     mine = [tail_key(prefix, "acme:prod", "agent:main:discord:channel:123"),
             session_key(prefix, "acme:prod", "agent:main:discord:channel:123", "pins"),

@@ -10,15 +10,15 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
-import redis.asyncio as aioredis
 
-from app.adapters.redis.client import open_redis, ping
+from app.adapters.redis.client import RedisClient, open_redis, ping
 from app.adapters.redis.replay import RedisReplayCache
 from app.adapters.redis.session_tail import (
     Derived,
     RedisSessionTail,
     encode_event,
 )
+from app.core.ids import escape_segment
 from app.core.model import Finding, SessionEvent
 from app.core.tail import is_complete
 
@@ -32,19 +32,18 @@ def prefix(uid: str) -> str:
 
 
 @pytest.fixture
-async def client(redis_url: str, prefix: str) -> AsyncIterator[aioredis.Redis]:
-    r = open_redis(redis_url)
+async def client(any_redis_url: str, prefix: str) -> AsyncIterator[RedisClient]:
+    r = open_redis(any_redis_url)
     try:
         yield r
     finally:
-        keys = [k async for k in r.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await r.delete(*keys)
+        for key in [k async for k in r.scan_iter(match=f"{prefix}:*")]:
+            await r.delete(key)  # one key per command: a cluster refuses cross-slot ones
         await r.aclose()
 
 
 @pytest.fixture
-def tail(client: aioredis.Redis, prefix: str) -> RedisSessionTail:
+def tail(client: RedisClient, prefix: str) -> RedisSessionTail:
     return RedisSessionTail(client, prefix=prefix, max_len=5, ttl_s=TTL, **DERIVED)
 
 
@@ -76,7 +75,7 @@ async def test_append_read_round_trip_keeps_every_field(
 
 
 async def test_derived_fields_are_read_back_only_under_what_made_them(
-    tail: RedisSessionTail, client: aioredis.Redis, prefix: str, tenant: str
+    tail: RedisSessionTail, client: RedisClient, prefix: str, tenant: str
 ) -> None:
     found = (Finding(type="secret.aws", action="drop", start=0, end=3),)
     await tail.append(tenant_id=tenant, session_id="s1",
@@ -106,7 +105,7 @@ async def test_missing_tail_reads_empty(tail: RedisSessionTail, tenant: str) -> 
 
 
 async def test_append_trims_to_max_len_and_sets_ttl(
-    tail: RedisSessionTail, client: aioredis.Redis, tenant: str
+    tail: RedisSessionTail, client: RedisClient, tenant: str
 ) -> None:
     await tail.append(tenant_id=tenant, session_id="s1", events=events(1, 3))
     await tail.append(tenant_id=tenant, session_id="s1", events=events(4, 8))
@@ -126,7 +125,7 @@ async def test_one_append_larger_than_max_len_keeps_the_last(
 
 
 async def test_append_refreshes_ttl(
-    tail: RedisSessionTail, client: aioredis.Redis, tenant: str
+    tail: RedisSessionTail, client: RedisClient, tenant: str
 ) -> None:
     key = tail.key(tenant_id=tenant, session_id="s1")
     await tail.append(tenant_id=tenant, session_id="s1", events=events(1, 1))
@@ -136,7 +135,7 @@ async def test_append_refreshes_ttl(
 
 
 async def test_replace_overwrites_and_trims(
-    tail: RedisSessionTail, client: aioredis.Redis, tenant: str
+    tail: RedisSessionTail, client: RedisClient, tenant: str
 ) -> None:
     await tail.append(tenant_id=tenant, session_id="s1", events=[ev(1), ev(7), ev(3)])
     await tail.replace(tenant_id=tenant, session_id="s1", events=events(1, 9))
@@ -167,7 +166,7 @@ async def test_tenants_are_namespaced(
 
 
 async def test_flushed_key_reads_empty_and_is_incomplete(
-    tail: RedisSessionTail, client: aioredis.Redis, tenant: str
+    tail: RedisSessionTail, client: RedisClient, tenant: str
 ) -> None:
     await tail.append(tenant_id=tenant, session_id="s1", events=events(1, 4))
     assert is_complete(await tail.read(tenant_id=tenant, session_id="s1"), last_seq=4,
@@ -179,7 +178,7 @@ async def test_flushed_key_reads_empty_and_is_incomplete(
 
 
 async def test_append_after_expiry_leaves_a_partial_tail(
-    tail: RedisSessionTail, client: aioredis.Redis, tenant: str
+    tail: RedisSessionTail, client: RedisClient, tenant: str
 ) -> None:
     await tail.append(tenant_id=tenant, session_id="s1", events=events(1, 3))
     await client.delete(tail.key(tenant_id=tenant, session_id="s1"))
@@ -190,7 +189,7 @@ async def test_append_after_expiry_leaves_a_partial_tail(
 
 
 async def test_corrupt_entry_is_skipped_and_detected(
-    tail: RedisSessionTail, client: aioredis.Redis, tenant: str
+    tail: RedisSessionTail, client: RedisClient, tenant: str
 ) -> None:
     key = tail.key(tenant_id=tenant, session_id="s1")
     derived = Derived(**DERIVED)
@@ -236,10 +235,14 @@ def test_key_builder_escapes_ids(tail: RedisSessionTail, tenant: str, odd: str) 
                                                                     session_id=odd)):
         assert len(key.split(":")) == len(tail.key(tenant_id=tenant, session_id="s1")
                                           .split(":"))
-        assert not set(key) & set("{}*?[] ")
+        assert not set(key) & set("*?[] ")
+        # The one hash tag is the session's own, whatever the ids hold: {s:<escaped id>}.
+        assert key.count("{") == key.count("}") == 1
+        assert key[key.index("{"):key.index("}") + 1] in ("{s:s1}", "{s:" + escape_segment(
+            odd) + "}")
 
 
-def test_constructor_rejects_bad_config(client: aioredis.Redis) -> None:
+def test_constructor_rejects_bad_config(client: RedisClient) -> None:
     with pytest.raises(ValueError, match="positive"):
         RedisSessionTail(client, prefix="p", max_len=0, ttl_s=1, **DERIVED)
     with pytest.raises(ValueError, match="prefix"):
@@ -247,7 +250,7 @@ def test_constructor_rejects_bad_config(client: aioredis.Redis) -> None:
 
 
 async def test_replay_round_trip_is_byte_identical(
-    client: aioredis.Redis, prefix: str, tenant: str, other_tenant: str
+    client: RedisClient, prefix: str, tenant: str, other_tenant: str
 ) -> None:
     cache = RedisReplayCache(client, prefix=prefix, ttl_s=TTL)
     body = '{"segments":["重启 ✅"],"n":1}'.encode() + b"\x00\xff"
@@ -260,7 +263,7 @@ async def test_replay_round_trip_is_byte_identical(
     assert await cache.get(tenant, "turn_1") is None
 
 
-async def test_ping(client: aioredis.Redis) -> None:
+async def test_ping(client: RedisClient) -> None:
     assert await ping(client)
     dead = open_redis("redis://127.0.0.1:9/0")  # nothing listens on the discard port
     try:

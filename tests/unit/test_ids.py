@@ -98,8 +98,10 @@ def test_redis_keys_never_collide_across_tenants_and_sessions() -> None:
     replays = {replay_key("ctxgate", t, s) for t, s in pairs}
     assert len(replays) == len(pairs) and not replays & set(tails)
     for key in tails:
-        assert len(key.split(":")) == 6  # ctxgate:t:{tenant}:s:{session}:tail
-        assert not set(key) & set("*?[]\\{} ")
+        assert len(key.split(":")) == 6  # ctxgate:t:<tenant>:{s:<session>}:tail
+        assert not set(key) & set("*?[]\\ ")
+        # One hash tag, the session's own: ids never open or close one.
+        assert key.count("{") == key.count("}") == 1 and ":{s:" in key
     for tenant in NASTY_IDS:
         ns = namespace("ctxgate", tenant)
         others = [k for (t, _), k in zip(pairs, tails, strict=True) if t != tenant]

@@ -1,6 +1,7 @@
 """The Redis layer of a "forget me" erasure (``Eraser``): every cached key of the user.
 
-It SCANs the tenant's namespace (``{prefix}:t:{tenant}:``) and deletes each key whose segments
+It SCANs the tenant's namespace (``{prefix}:t:{tenant}:``; on a cluster, every primary) and
+deletes each key whose segments
 hold a ``(kind, escaped id)`` pair naming the user's data: ``s:<session id>`` (session tails and any
 other per-session snapshot), ``turn:<turn id>`` (replay cache entries of the user's turns) or
 ``u:<user id>`` / ``user:<user id>`` (anything keyed by the user). Matching pairs, not bare
@@ -14,8 +15,7 @@ from __future__ import annotations
 
 import itertools
 
-import redis.asyncio as aioredis
-
+from app.adapters.redis.client import RedisClient
 from app.adapters.redis.keys import check_prefix, namespace, segment
 from app.ports import ErasureStore, ErasureTarget, LayerCount
 
@@ -41,7 +41,7 @@ def _kind(rest: list[str], wanted: dict[str, set[str]]) -> str | None:
 class RedisEraser:
     layer = "redis_cache"
 
-    def __init__(self, client: aioredis.Redis, store: ErasureStore, *, prefix: str) -> None:
+    def __init__(self, client: RedisClient, store: ErasureStore, *, prefix: str) -> None:
         self._r = client
         self._store = store
         self._prefix = check_prefix(prefix)
@@ -52,7 +52,9 @@ class RedisEraser:
         found: dict[bytes, str] = {}
         async for raw in self._r.scan_iter(match=f"{ns}*", count=SCAN_COUNT):
             key = raw if isinstance(raw, bytes) else str(raw).encode()
-            rest = key.decode(errors="replace")[len(ns):].split(":")
+            # A session's hash-tag braces are not part of its segments (ids hold none).
+            rest = key.decode(errors="replace")[len(ns):].replace("{", "").replace(
+                "}", "").split(":")
             kind = _kind(rest, wanted)
             if kind is not None:
                 found[key] = kind
@@ -60,7 +62,14 @@ class RedisEraser:
 
     async def erase(self, target: ErasureTarget) -> LayerCount:
         found = await self._matching(target)
-        erased = int(await self._r.unlink(*found)) if found else 0
+        # One UNLINK per key, pipelined: the user's keys live in many hash slots of a cluster,
+        # where one multi-key command across slots is refused (CROSSSLOT).
+        async with self._r.pipeline(transaction=False) as pipe:
+            for key in found:
+                # The generic form: a cluster pipeline's unlink() is a coroutine of its own
+                # (it splits multi-key calls), not a queued command.
+                pipe.execute_command("UNLINK", key)
+            erased = sum(int(n) for n in await pipe.execute()) if found else 0
         tables: dict[str, int] = {}
         for kind in found.values():
             tables[kind] = tables.get(kind, 0) + 1

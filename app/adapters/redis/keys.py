@@ -1,7 +1,8 @@
 """Key names for everything ctxgate keeps in Redis, tenant-namespaced by construction.
 
 Layout: ``{prefix}:t:{tenant}:{kind}:{id}:...`` — the tenant segment always comes second, so a
-key built for tenant A can never equal a key built for tenant B.
+key built for tenant A can never equal a key built for tenant B. A session's keys wrap
+``s:<session>`` in braces, a Redis Cluster hash tag (``session_key``).
 
 Ids are opaque (``app.core.ids``: ``alice@acme.com``, ``agent:main:discord:channel:123``), so
 every id becomes a segment through ``segment`` (``escape_segment``): ``:`` cannot forge another
@@ -41,8 +42,11 @@ def namespace(prefix: str, tenant_id: str) -> str:
 
 
 def session_key(prefix: str, tenant_id: str, session_id: str, kind: str) -> str:
-    """``{namespace}s:{session}:{kind}`` — per-session data (``tail``, ``pins``)."""
-    return f"{namespace(prefix, tenant_id)}s:{segment(session_id, what='session_id')}:{kind}"
+    """``{namespace}{s:<session>}:{kind}`` — per-session data (``tail``, ``pins``). The braces
+    are a Redis Cluster hash tag: every key of one session is in one slot (ids are escaped, so
+    no id can open or close a tag of its own)."""
+    return (f"{namespace(prefix, tenant_id)}{{s:{segment(session_id, what='session_id')}}}"
+            f":{kind}")
 
 
 def tail_key(prefix: str, tenant_id: str, session_id: str) -> str:

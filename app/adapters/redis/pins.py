@@ -9,13 +9,12 @@ is the session tail's.
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-
+from app.adapters.redis.client import RedisClient
 from app.adapters.redis.keys import check_prefix, session_key
 
 
 class RedisPinSnapshots:
-    def __init__(self, client: aioredis.Redis, *, prefix: str, ttl_s: int) -> None:
+    def __init__(self, client: RedisClient, *, prefix: str, ttl_s: int) -> None:
         self._r = client
         self._prefix = check_prefix(prefix)
         self._ttl_s = ttl_s

@@ -11,13 +11,12 @@ Contract:
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-
+from app.adapters.redis.client import RedisClient
 from app.adapters.redis.keys import check_prefix, replay_key
 
 
 class RedisReplayCache:
-    def __init__(self, client: aioredis.Redis, *, prefix: str, ttl_s: int) -> None:
+    def __init__(self, client: RedisClient, *, prefix: str, ttl_s: int) -> None:
         if ttl_s < 1:
             raise ValueError("ttl_s must be positive")
         self._r = client

@@ -27,8 +27,8 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 
+from app.adapters.redis.client import RedisClient
 from app.adapters.redis.keys import check_prefix, tail_key
 from app.core.model import SessionEvent, tagged_findings, untag_count, untag_findings
 
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class RedisSessionTail:
-    def __init__(self, client: aioredis.Redis, *, prefix: str, max_len: int, ttl_s: int,
+    def __init__(self, client: RedisClient, *, prefix: str, max_len: int, ttl_s: int,
                  tokenizer: str, detectors: str) -> None:
         if max_len < 1 or ttl_s < 1:
             raise ValueError("max_len and ttl_s must be positive")
