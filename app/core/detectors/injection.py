@@ -50,10 +50,52 @@ from app.core.detectors.fuzzy import near
 from app.core.guards.safety import Detector
 
 
+def _top_level(pattern: str) -> list[str]:
+    """The branches of a pattern's top-level alternation (one branch: the pattern itself);
+    a pattern wrapped whole in ``(?:…)`` is unwrapped first."""
+    depth, start, i, in_class = 0, 0, 0, False
+    cut: list[str] = []
+    wrapped = pattern.startswith("(?:")  # until the first group closes before the end
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0 and wrapped:
+                if i == len(pattern) - 1:
+                    return _top_level(pattern[3:-1])
+                wrapped = False
+        elif ch == "|" and depth == 0:
+            cut.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return [*cut, pattern[start:]] if cut else [pattern]
+
+
+def _branches(p: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
+    """One pattern per top-level branch, so the prefilter gates each by its own literals: a
+    dozen phrasings in one alternation otherwise run whenever any one literal occurs, and the
+    engine tries the whole alternation at every position. Patterns with named groups (their
+    ``accept`` reads them) stay whole."""
+    parts = _top_level(p.pattern)
+    if len(parts) == 1 or p.groupindex:
+        return (p,)
+    return tuple(re.compile(b, p.flags) for b in parts)
+
+
 def _detector(type_: str, *patterns: re.Pattern[str], accept: Accept = always,
               fold: bool = True) -> PatternDetector:
     """Keyword patterns are lower-case and run on the ASCII-folded text (see ``base``)."""
-    return PatternDetector(name=type_, type=type_, action="quarantine", patterns=patterns,
+    return PatternDetector(name=type_, type=type_, action="quarantine",
+                           patterns=tuple(b for p in patterns for b in _branches(p)),
                            accept=accept, fold=fold, word_start=fold)
 
 
