@@ -76,6 +76,7 @@ from app.service.erasure import ErasureService, ErasureWorker
 from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
 from app.service.memories import MemoryService
+from app.service.pacing import DutyCycle
 from app.service.recall import SessionRecall
 from app.service.reembed import ReEmbedder
 from app.service.sessions import SessionService
@@ -172,7 +173,9 @@ class Container:
         archive = PgSessionArchive(db)
         recall = SessionRecall(archive=archive, embedder=embedder,
                                memories=memory_svc if settings.session_fact_candidates
-                               else None)
+                               else None,
+                               pacing=DutyCycle(duty=settings.reembed_duty,
+                                                min_pause_s=settings.reembed_pause_ms / 1000))
         session_svc = SessionService(
             archive,
             RedisSessionTail(redis, prefix=settings.redis_prefix,

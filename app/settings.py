@@ -96,7 +96,9 @@ class Settings(BaseSettings):
     embedding_dim: int = 384
     # After an embedder switch, stale vectors are re-embedded in the background this many rows
     # at a time, busy at most this share of the time, pausing at least this long between
-    # batches (docs/embeddings.md).
+    # batches (docs/embeddings.md). The duty and pause also pace the embedding of appended
+    # session events (app/service/recall.py): every background embedding shares the model's
+    # CPU with turns.
     reembed_batch: int = Field(default=16, ge=1, le=256)
     reembed_duty: float = Field(default=0.5, gt=0, le=1)
     reembed_pause_ms: int = Field(default=50, ge=0)

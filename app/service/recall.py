@@ -5,7 +5,8 @@ append is acknowledged and returns at once; it never fails the append. A single 
 job then, session by session (the most recently appended last):
 
 1. embeds the session's events that are not embedded yet (``SessionArchive.unembedded``, in
-   batches of ``batch``), with the server's embedder, recording its model name: a turn
+   batches of ``batch``, paced by a ``DutyCycle`` so turns keep most of the CPU the model
+   shares with them), with the server's embedder, recording its model name: a turn
    searches the user's other sessions by meaning over exactly these vectors. An event whose
    embedding failed stays NULL and is retried with that session's next append; until then
    full-text search still finds it.
@@ -30,6 +31,7 @@ from app.core.session_facts import FACT_ACTOR, fact_writes
 from app.ports import Embedder, SessionArchive, SessionOwner
 from app.service.background import KeyedJobs
 from app.service.memories import MemoryService
+from app.service.pacing import DutyCycle
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +40,12 @@ _JOB = "sessions"
 
 class SessionRecall:
     def __init__(self, *, archive: SessionArchive, embedder: Embedder,
-                 memories: MemoryService | None, batch: int = 16,
+                 memories: MemoryService | None, pacing: DutyCycle, batch: int = 16,
                  max_pending: int = 10_000) -> None:
         self._archive = archive
         self._embedder = embedder
         self._memories = memories
+        self._pacing = pacing
         self._batch = batch
         self._max_pending = max_pending
         # (tenant, session) -> the owner and the user's new messages not yet proposed as facts
@@ -89,11 +92,12 @@ class SessionRecall:
     async def _embed(self, tenant_id: str, session_id: str) -> None:
         while rows := await self._archive.unembedded(
                 tenant_id=tenant_id, session_id=session_id, limit=self._batch):
-            vectors = await self._embedder.embed_passages([text for _, text in rows])
-            await self._archive.set_embeddings(
-                tenant_id=tenant_id, session_id=session_id,
-                embeddings=[(seq, v) for (seq, _), v in zip(rows, vectors, strict=True)],
-                embedder=self._embedder.model)
+            async with self._pacing.step():  # turns first: they share the model's CPU
+                vectors = await self._embedder.embed_passages([text for _, text in rows])
+                await self._archive.set_embeddings(
+                    tenant_id=tenant_id, session_id=session_id,
+                    embeddings=[(seq, v) for (seq, _), v in zip(rows, vectors, strict=True)],
+                    embedder=self._embedder.model)
             if len(rows) < self._batch:
                 return
 

@@ -34,6 +34,7 @@ from app.core.embedding_space import PROVENANCES, EmbeddingSpace, Provenance
 from app.observability import Metrics
 from app.ports import Embedder, EmbeddingStore
 from app.service.background import KeyedJobs
+from app.service.pacing import DutyCycle
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,7 @@ class ReEmbedder:
         self._embedder = embedder
         self._space = space
         self._batch = batch
-        self._pause_s = pause_s
-        self._rest = (1 - duty) / duty  # pause per second of work
-        self._timer = timer
+        self._pacing = DutyCycle(duty=duty, min_pause_s=pause_s, timer=timer)
         self._retry_s = retry_s
         self._metrics = metrics
         self._jobs: KeyedJobs[str, None] = KeyedJobs(limit=1, name="reembed")
@@ -124,11 +123,11 @@ class ReEmbedder:
                     log.info("another embedder was configured since this worker started; "
                              "leaving the re-embedding to it")
                     return
-                began = self._timer()
-                if not await self._batch_of(table, tenant_id):
-                    break
                 # Turns first: the model's CPU is theirs for most of the time.
-                await asyncio.sleep(max(self._pause_s, (self._timer() - began) * self._rest))
+                async with self._pacing.step():
+                    more = await self._batch_of(table, tenant_id)
+                if not more:
+                    break
 
     async def _batch_of(self, table: str, tenant_id: str) -> bool:
         """Re-embed one batch of the tenant's stale rows; whether more may be left."""
