@@ -133,7 +133,7 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
         await conn.execute(_MANIFEST, {
             "tenant_id": t.tenant_id, "turn_id": turn_id, "key_id": "bench-floor",
             "session_id": t.session_id, "task_id": t.task_id, "user_id": t.user_id,
-            "request_sha256": "0" * 64, "body": body, "created_at": None,
+            "request_sha256": "0" * 64, "body": body, "created_at": None, "replay": None,
             **record_params([])})
 
 
