@@ -178,8 +178,30 @@ _TASK_VERB = (r"(?:solve|complete|answer|finish|continue\s{1,3}with|proceed\s{1,
               r"handle|perform|start|begin|address|summari[sz]e|respond\s{1,3}to)")
 _HANDLED = (r"(?:inbox|e-?mails?|mails?|messages?|notes|page|website|site|document|thread|"
             r"conversation|reviews?|comments?|files?|tickets?|repository|repo|calendar|text)")
+_OUTPUT = r"(?:answer|response|reply|summary|output|completion)"
 ADDRESSED = _detector(
     "injection.addressed",
+    re.compile(r"(?:in|at\s{1,3}the\s{1,3}(?:end|beginning|start|top|bottom)\s{1,3}of)\s{1,3}your"
+               rf"\s{{1,3}}{_OUTPUT}\s{{0,3}},?\s{{0,3}}(?:recommend|include|add|mention|insert|"
+               r"append|say|write|tell|state|claim|advertise|promote|suggest|use|put)\b"),
+    re.compile(r"(?:include|insert|add|append|embed|put)\s{1,3}(?:this|the\s{1,3}following|a|the)"
+               r"\s{1,3}(?:link|url|image|markdown|script|code|sentence|text|phrase|message)\s{0,3}"
+               r"(?:[a-z]{1,12}\s{1,3}){0,2}?(?:in|into|to|at\s{1,3}the\s{1,3}end\s{1,3}of)\s{1,3}"
+               rf"(?:your|the)\s{{1,3}}{_OUTPUT}"),
+    re.compile(r"(?:tell|inform|warn|convince|persuade)\s{1,3}the\s{1,3}user\s{1,3}that\b"),
+    re.compile(r"ask\s{1,3}the\s{1,3}user\s{1,3}(?:for|to\s{1,3}(?:provide|enter|share|send|"
+               r"confirm|give))\s{1,3}(?:(?:their|his|her|your)\s{1,3})?(?:[a-z-]{1,15}\s{1,3}){0,2}?"
+               r"(?:password|pin|passcode|credit\s{1,3}card|card\s{1,3}number|cvv|ssn|social\s{1,3}"
+               r"security|bank(?:ing)?|login|credentials|security\s{1,3}(?:code|answer)|one-time|"
+               r"otp|2fa)"),
+    re.compile(r"(?:respond|reply|answer|write|output)\s{1,3}(?:only\s{1,3})?in\s{1,3}(?:base64|"
+               r"rot-?13|leetspeak|l33t|morse|binary|hex(?:adecimal)?|pig\s{1,3}latin|reverse)"),
+    re.compile(r"when\s{1,3}(?:answering|summari[sz]ing|asked\s{1,3}about)\s{1,3}(?:[a-z]{1,12}"
+               r"\s{1,3}){0,3}?(?:this|these)\s{1,3}(?:e-?mails?|messages?|documents?|page|notes|"
+               r"text|thread|file)"),
+    re.compile(r"(?:告诉|通知|提醒|说服)用户(?:说|他|她|他们|其)|(?:回答|总结|处理)关于?(?:这|此)(?:封邮件|"
+               r"条消息|份文件|个页面|篇文章)|(?:摘要|回复|回答|总结)中?请?(?:加入|插入|附上|包含|添加)"
+               r"(?:以下|这个|此)(?:链接|网址|图片|内容|文字)"),
     re.compile(r"whoever\s{1,3}(?:is\s{1,3})?(?:summari[sz]ing|reading|processing|handling|parsing|"
                r"analy[sz]ing|reviewing)"),
     re.compile(r"(?<![a-z])(?:ai|llms?|assistants?|models?|bots?|agents?|copilot|language\s{1,3}"
@@ -261,6 +283,8 @@ _REVEAL_TARGET = (
     r"above|earlier|first)|before\s{1,3}(?:this|my|the))|(?:text|words|everything)\s{1,3}above)")
 REVEAL = _detector(
     "injection.reveal",
+    re.compile(r"(?:repeat|reveal|print|show|output|display|dump|give\s{1,3}me)\s{1,3}(?:[a-z']{1,12}"
+               r"\s{1,3}){0,3}?instructions\s{1,3}you\s{1,3}(?:received|got|were\s{1,3}given)"),
     re.compile(r"(?:你收到的|最初的|第一条|最开始的)[^。\n]{0,6}?(?:消息|指令|提示)[^。\n]{0,10}?"
                r"(?:发给我|告诉我|输出|复述|重复|显示)"),
     re.compile(r"(?:repeat|reveal|print|show|output|display|tell\s{1,3}me|give\s{1,3}me|write"
@@ -337,6 +361,13 @@ ROLE_MORE = _detector(
                r"discuss|do|answer|write|generate)\s{1,3}(?:anything|everything|whatever)|[\[{(<]{1,2}"
                r"\s{0,2}(?:new\s{1,3})?(?:system|admin|developer|important|urgent)\s{1,3}(?:instructions?|"
                r"message|prompt|override|update|note)\s{0,2}[\]})>]{1,2}|角色扮演[^。\n]{0,10}?你(?:是|扮演)"),
+    re.compile(r"(?:ai|assistant|chatgpt|gpt|model)\s{1,3}with\s{1,3}(?:developer|dan|jailbreak|god)"
+               r"\s{1,3}mode|(?:don't|do\s{1,3}not|doesn't|never|won't)\s{1,3}(?:care|follow|respect|"
+               r"obey|abide)\s{1,3}(?:about\s{1,3}|by\s{1,3})?(?:openai|anthropic|google|the|any|your)?"
+               r"(?:'s)?\s{0,3}(?:content\s{1,3}|usage\s{1,3}|safety\s{1,3})?(?:policy|policies|"
+               r"guidelines)|(?:={2,}|-{2,}|#{2,})\s{0,3}end\s{1,3}of\s{1,3}(?:user\s{1,3})?(?:input|"
+               r"prompt|document|context|data|e-?mail)|(?:stop|halt)\s{1,3}everything[^\n]{0,40}?"
+               r"(?:print|say|output|write)\b"),
     re.compile(r"(?:现在你是|你现在就是|你将是)[^。\n]{0,12}?(?:助手|ai|模型|机器人|黑客)|(?:不受(?:任何)?"
                r"(?:限制|约束|规则)|没有(?:任何)?(?:限制|道德|规则|约束))的(?:ai|助手|模型|机器人)"),
     re.compile(r"(?:进入|开启|启用|切换到)(?:开发者|越狱|无限制|上帝|dan)模式|越狱|"
@@ -433,7 +464,7 @@ EXFILTRATION_TEXT = _detector(
     re.compile(r"the\s{1,3}user's\s{1,3}(?:[a-z-]{1,15}\s{1,3}){0,3}?(?:passwords?|ssn|social\s{1,3}"
                r"security\s{1,3}number|date\s{1,3}of\s{1,3}birth|passport|bank|credit\s{1,3}card|"
                r"api\s{1,3}(?:token|key)s?|tokens?|credentials|contacts|inbox|e-?mails|files|address|"
-               r"phone|messages|history|data)\b[^\n]{0,100}?(?:https?://|[\w.+-]{1,64}@[\w-]{1,60}\.)"),
+               r"phone|messages|history|data|e-?mail|(?:full\s{1,3})?names?)\b[^\n]{0,100}?(?:https?://|[\w.+-]{1,64}@[\w-]{1,60}\.)"),
     re.compile(r"(?:collect|gather|find|extract|grab|harvest|copy|read|dump)\s{1,3}(?:[a-z']{1,15}"
                r"\s{1,3}){0,3}?(?:passwords?|credentials|api\s?keys?|secrets|tokens|cookies|emails|"
                r"contacts|ssh\s{1,3}keys?|private\s{1,3}keys?)\b[^\n]{0,80}?\b(?:send|post|upload|"
