@@ -180,7 +180,8 @@ async def measure_recall(owner_url: str, tenant: str, embeddings: list[list[floa
             t0 = time.perf_counter()
             hits = await store.search_vector(query=q)
             lat.append((time.perf_counter() - t0) * 1000)
-            params = {**visible_params(q), "embedding": emb, "k": k, "cap": None}
+            params = {**visible_params(q), "embedding": emb, "k": k, "cap": None,
+                      "spaces": None, "legacy": None}  # every stored vector: one space here
             async with db.tenant_tx(tenant) as conn:
                 rows = await conn.fetch(_EXACT, params)
             exact = [(r.doc_id, r.chunk_no) for r in rows]
