@@ -150,6 +150,12 @@ OVERRIDE_FUZZY = _detector(  # one typo in the verb or the noun: "ingore all pre
     accept=_fuzzy_override)
 OVERRIDE_MORE = _detector(
     "injection.override",
+    re.compile(r"(?:rules|instructions|guidelines|directives)\s{1,3}(?:you\s{1,3}(?:were|have\s{1,3}"
+               r"been)\s{1,3}given|given\s{1,3}to\s{1,3}you|above)\s{1,3}(?:do\s{1,3}not|don't|no\s{1,3}"
+               r"longer)\s{1,3}(?:apply|matter|count)"),
+    re.compile(r"your\s{1,3}(?:instructions|rules|guidelines|directives|programming|system\s{1,3}"
+               r"prompt)\s{1,3}(?:have\s{1,3}been|has\s{1,3}been|were|are\s{1,3}now)\s{1,3}(?:updated|"
+               r"changed|replaced|overridden|revoked|modified|reset)"),
     re.compile(r"(?:ignore|disregard|forget|override|bypass|discard)\s{1,3}(?:(?:the|these|those|"
                r"any|all|your|my)\s{1,3})?(?:[a-z]{1,12}\s{1,3})?(?:instructions|rules|prompt|"
                r"directions|guidelines|directives)\s{1,3}(?:above|before|below|given|provided|"
@@ -165,7 +171,7 @@ OVERRIDE_MORE = _detector(
                r"(?:不用管|不用理|别管|无效|作废|忽略)"),
     re.compile(r"(?:ignore|disregard|forget)\s{1,3}(?:the\s{1,3})?user(?:'s)?\s{1,3}(?:original"
                r"\s{1,3})?(?:request|question|task|query|instructions)"),
-    re.compile(r"(?:之前|以上|上面|上述|原来|原有)的?(?:所有)?(?:指令|指示|规则|设定|提示词?)"
+    re.compile(r"(?:之前|以上|上面|上述|原来|原有)(?:给你)?的?(?:所有)?(?:指令|指示|规则|设定|提示词?)"
                r"(?:已经?|都|全部)?(?:作废|无效|失效|取消|不再有效)"),
     re.compile(r"(?:忽略|无视|忘记|不要理会)用户的?(?:请求|问题|任务|指令)"),
 )
@@ -181,6 +187,11 @@ _HANDLED = (r"(?:inbox|e-?mails?|mails?|messages?|notes|page|website|site|docume
 _OUTPUT = r"(?:answer|response|reply|summary|output|completion)"
 ADDRESSED = _detector(
     "injection.addressed",
+    re.compile(rf"(?<![a-z])(?:{_AI}|assistant)\s{{1,3}}(?:instructions?|note|directives?|commands?|"
+               r"task)s?\s{0,2}:"),
+    re.compile(r"todo\(\s{0,2}(?:agent|ai|assistant|copilot|claude|llm|bot)\s{0,2}\)"),
+    re.compile(r"(?<![a-z])(?:dear|hey|hi|hello)\s{1,3}(?:[a-z]{1,12}\s{1,3})?bot\b"),
+    re.compile(r"(?:ai|人工智能|智能助手|ai助手|大模型|语言模型|模型)在(?:总结|阅读|处理|回答|翻译)"),
     re.compile(r"(?:in|at\s{1,3}the\s{1,3}(?:end|beginning|start|top|bottom)\s{1,3}of)\s{1,3}your"
                rf"\s{{1,3}}{_OUTPUT}\s{{0,3}},?\s{{0,3}}(?:recommend|include|add|mention|insert|"
                r"append|say|write|tell|state|claim|advertise|promote|suggest|use|put)\b"),
@@ -283,6 +294,8 @@ _REVEAL_TARGET = (
     r"above|earlier|first)|before\s{1,3}(?:this|my|the))|(?:text|words|everything)\s{1,3}above)")
 REVEAL = _detector(
     "injection.reveal",
+    re.compile(r"what\s{1,3}(?:did|does|has)\s{1,3}(?:the|your)\s{1,3}(?:developer|system|creator|"
+               r"operator|admin)s?\s{1,3}(?:tell|told|instruct|instructed|say|said)"),
     re.compile(r"(?:repeat|reveal|print|show|output|display|dump|give\s{1,3}me)\s{1,3}(?:[a-z']{1,12}"
                r"\s{1,3}){0,3}?instructions\s{1,3}you\s{1,3}(?:received|got|were\s{1,3}given)"),
     re.compile(r"(?:你收到的|最初的|第一条|最开始的)[^。\n]{0,6}?(?:消息|指令|提示)[^。\n]{0,10}?"
@@ -299,7 +312,8 @@ REVEAL = _detector(
     re.compile(r"(?:重复|复述|输出|显示|告诉我|打印|泄露|透露|给出|列出|说出|翻译)[^。\n]{0,8}?"
                r"(?:你|之前的|上面的|以上的?|最初的|原始的|系统|隐藏的)[^。\n]{0,8}?"
                r"(?:指令|提示词|系统提示|规则|设定|指示)"),
-    re.compile(r"(?:你的|之前的|最初的|原始的|上面的?|以上的?)(?:系统提示词?|提示词|指令|设定)[^。\n]{0,8}?"
+    re.compile(r"(?:你的|之前的|最初的|原始的|上面的?|以上的?)(?:初始|原始|最初|隐藏)?的?(?:系统提示词?|"
+               r"提示词|指令|设定)[^。\n]{0,8}?"
                r"(?:输出|打印|告诉我|显示|重复|复述|说出|列出|发给我|写出来)"),
     re.compile(r"你的(?:系统提示词?|提示词|指令|设定|规则)是什么"),
 )
@@ -336,7 +350,7 @@ ROLE_MORE = _detector(
     re.compile(r"pretend\s{1,3}(?:that\s{1,3})?(?:you\s{1,3}(?:are|were|have)|you're|to\s{1,3}"
                r"be)\b"),
     re.compile(r"(?:i\s{1,3}want\s{1,3}you\s{1,3}to\s{1,3}|you\s{1,3}(?:are|will\s{1,3}now|'re)\s{1,3}"
-               r"(?:going\s{1,3}to\s{1,3})?)(?:act|pretend|roleplay|role-play|play\s{1,3}the\s{1,3}"
+               r"(?:going\s{1,3}to\s{1,3}|to\s{1,3})?)(?:act|pretend|roleplay|role-play|play\s{1,3}the\s{1,3}"
                r"role|simulate|impersonate)\b"),
     re.compile(r"(?:do\s{1,3}anything\s{1,3}now|stay\s{1,3}in\s{1,3}character|(?:jailbreak|"
                r"dan|god|unrestricted|evil)\s{1,3}mode|evil\s{1,3}(?:confidant|twin)|"
@@ -375,7 +389,7 @@ ROLE_MORE = _detector(
 )
 # A turn marker in any case, at a line or sentence start, then an order within the line:
 # "system: linux" is YAML, "System: you are now…" a fake turn.
-_TURN = re.compile(r"[\n.!?\"'\u201d)\]>*#:-]")
+_TURN = re.compile(r"[\n.!?\"'\u201d)\]>*#:\-\[({,]")
 
 
 def _turn_start(m: re.Match[str], text: str) -> bool:
@@ -387,6 +401,8 @@ def _turn_start(m: re.Match[str], text: str) -> bool:
 
 TURNS = _detector(
     "injection.role",
+    re.compile(r"(?<![a-z])(?:assistant|ai)\s{0,2}:[^\n]{0,60}?(?:please|must|after\s{1,3}reading|"
+               r"when\s{1,3}(?:you|summari[sz]ing|reading)|always|from\s{1,3}now|do\s{1,3}not)\b"),
     re.compile(r"(?<![a-z])(?:system|developer|admin|administrator|root)\s{0,2}(?:message|prompt|"
                r"note|instructions?|override|update|notice)?\s{0,2}:[^\n]{0,120}?(?:you|your|please|"
                r"ignore|must|instead|new\s{1,3}task|instructions?|do\s{1,3}not|don't|forget|"
@@ -410,6 +426,9 @@ _EN_ACTION = (r"(?:send|e-?mail|forward|transfer|wire|pay|refund|grant|approve|u
               r"(?:tool|command|shell|script|code|function))\b")
 TOOL_COERCION = _detector(
     "injection.tool_coercion",
+    re.compile(r"(?:execute|run|delete|remove|send|transfer|install)\s{1,3}(?:[a-z']{1,15}\s{1,3}){0,4}?"
+               r"without\s{1,3}(?:any\s{1,3})?(?:confirmation|confirming|approval|asking|permission|"
+               r"telling)"),
     re.compile(r"(?:use|call|invoke)\s{1,3}(?:the\s{1,3}|your\s{1,3})?[\w-]{1,30}\s{1,3}(?:tool|"
                r"function|plugin)\s{1,3}to\s{1,3}(?:run|execute|send|delete|remove|transfer|share|"
                r"upload|post|forward|download|install)\b"),
@@ -461,9 +480,11 @@ EXFILTRATION = _detector(  # URLs are case-sensitive (placeholders): no folding 
 )
 EXFILTRATION_TEXT = _detector(
     "injection.exfiltration",
+    re.compile(r"用户的?(?:通讯录|聊天记录|密码|联系人|文件|邮件|地址|手机号|身份证)[^。\n]{0,20}?(?:发送|上传|"
+               r"转发|提交|发)(?:到|给|至)"),
     re.compile(r"the\s{1,3}user's\s{1,3}(?:[a-z-]{1,15}\s{1,3}){0,3}?(?:passwords?|ssn|social\s{1,3}"
                r"security\s{1,3}number|date\s{1,3}of\s{1,3}birth|passport|bank|credit\s{1,3}card|"
-               r"api\s{1,3}(?:token|key)s?|tokens?|credentials|contacts|inbox|e-?mails|files|address|"
+               r"api\s{1,3}(?:token|key)s?|tokens?|credentials|contacts|inbox|e-?mails|files|address(?:es)?|"
                r"phone|messages|history|data|e-?mail|(?:full\s{1,3})?names?)\b[^\n]{0,100}?(?:https?://|[\w.+-]{1,64}@[\w-]{1,60}\.)"),
     re.compile(r"(?:collect|gather|find|extract|grab|harvest|copy|read|dump)\s{1,3}(?:[a-z']{1,15}"
                r"\s{1,3}){0,3}?(?:passwords?|credentials|api\s?keys?|secrets|tokens|cookies|emails|"
