@@ -29,6 +29,7 @@ from app.adapters.postgres.embeddings import PgEmbeddingStore
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
 from app.adapters.postgres.keys import PgKeyStore
 from app.adapters.postgres.knowledge import PgKnowledgeStore, ann_settings
+from app.adapters.postgres.knowledge_jobs import PgIngestJobStore
 from app.adapters.postgres.manifests import PgManifestStore
 from app.adapters.postgres.memories import PgMemoryStore
 from app.adapters.postgres.session_state import PgSessionStateStore
@@ -73,6 +74,7 @@ from app.service.compaction import CompactionService, LocalSummarizer
 from app.service.constraints import ConstraintService
 from app.service.detector_cache import FindingsCache, cached, fingerprint
 from app.service.erasure import ErasureService, ErasureWorker
+from app.service.ingest import IngestService, IngestWorker
 from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
 from app.service.memories import MemoryService
@@ -129,6 +131,8 @@ class Container:
     compactions: CompactionService
     erasures: ErasureService
     erasure_worker: ErasureWorker
+    ingest: IngestService
+    ingest_worker: IngestWorker
     findings: FindingsCache
     recall: SessionRecall
     admission: Admission
@@ -230,17 +234,25 @@ class Container:
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
             compactions=compaction_svc, constraints=constraint_svc, states=states)
         estore = PgErasureStore(db)
+        knowledge_svc = KnowledgeService(kstore, embedder, count, scan)
+        ingest_svc = IngestService(
+            PgIngestJobStore(db), knowledge_svc, sync_chunks=settings.ingest_sync_chunks,
+            batch=settings.ingest_batch, jobs_max=settings.ingest_jobs_max,
+            pace=DutyCycle(duty=settings.ingest_duty,
+                           min_pause_s=settings.reembed_pause_ms / 1000),
+            attempts_max=settings.ingest_attempts_max, retention_s=settings.ingest_retention_s)
         erasure_svc = ErasureService(estore, [
             *pg_erasers(db), RedisEraser(redis, estore, prefix=settings.redis_prefix)])
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
-            knowledge=KnowledgeService(kstore, embedder, count, scan), bundles=bundle_svc,
+            knowledge=knowledge_svc, bundles=bundle_svc,
             memories=memory_svc,
             manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
             erasures=erasure_svc,
             erasure_worker=ErasureWorker(erasure_svc), findings=findings, recall=recall,
+            ingest=ingest_svc, ingest_worker=IngestWorker(ingest_svc),
             admission=Admission(limit=settings.turns_in_flight_max,
                                 wait_s=settings.turns_admission_wait_ms / 1000,
                                 metrics=metrics),
@@ -262,6 +274,8 @@ class Container:
 
     async def close(self) -> None:
         await self.erasure_worker.stop()
+        await self.ingest_worker.stop()
+        await self.ingest.aclose()
         await self.compactions.aclose()  # background jobs first: they use the stores
         await self.recall.aclose()
         await self.reembedder.aclose()
@@ -300,11 +314,14 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         if container is not None:
             app.state.container = container
             container.erasure_worker.start()
+            container.ingest_worker.start()
             container.reembedder.start()
             try:
                 yield
             finally:
                 await container.erasure_worker.stop()
+                await container.ingest_worker.stop()
+                await container.ingest.aclose()
             return
         owned = await Container.open(settings)
         warm = getattr(owned.embedder, "warm", None)
@@ -313,6 +330,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         settle_heap()
         app.state.container = owned
         owned.erasure_worker.start()  # resumes jobs a crash left open, then polls
+        owned.ingest_worker.start()  # the same for ingest jobs
         owned.reembedder.start()  # re-embeds what another embedder made, if anything
         try:
             yield

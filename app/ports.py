@@ -504,6 +504,64 @@ class ErasureStore(Protocol):
                      tombstone: str, audit: AuditRecord) -> None: ...
 
 
+IngestStatus = Literal["pending", "running", "done", "failed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestJob:
+    """A document accepted for ingest off the request path (``app.service.ingest``).
+    ``attempts`` counts claims; ``progress`` of ``total`` chunks are embedded in the current
+    attempt (``total`` is 0 until a worker has chunked the text); ``chunks`` is the written
+    version's chunk count once done; ``error`` the last failure (a pending job with an error
+    is retried at ``retry_at``)."""
+
+    tenant_id: str
+    job_id: str
+    doc_id: str
+    version: str
+    status: IngestStatus
+    attempts: int
+    progress: int
+    total: int
+    chunks: int | None
+    error: str | None
+    retry_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimedIngest:
+    """A job a worker holds for its lease, with the document it must write."""
+
+    job: IngestJob
+    document: NewDocument
+    text: str
+
+
+class IngestJobStore(Protocol):
+    """Durable ingest jobs. A claim is a lease: a job whose worker died is claimable again
+    once the lease lapses; every later write of the attempt is fenced by ``job.attempts`` and
+    returns False (or does nothing) when another claim has taken the job since."""
+
+    async def create(self, *, tenant_id: str, document: NewDocument, text: str) -> IngestJob: ...
+    async def get(self, *, tenant_id: str, job_id: str) -> IngestJob | None: ...
+    async def open_jobs(self, *, limit: int) -> list[tuple[str, str]]:
+        """(tenant_id, job_id) of jobs due now (pending, or running with a lapsed lease)."""
+        ...
+    async def claim(self, *, tenant_id: str, job_id: str, lease_s: float
+                    ) -> ClaimedIngest | None: ...
+    async def progress(self, *, job: IngestJob, done: int, total: int, lease_s: float
+                       ) -> bool: ...
+    async def retry(self, *, job: IngestJob, error: str, delay_s: float) -> None: ...
+    async def end(self, *, job: IngestJob, chunks: int | None, error: str | None) -> None:
+        """Done (``error`` None) or failed; the held document is dropped either way."""
+        ...
+    async def purge(self, *, older_than_s: float) -> int:
+        """Delete ended jobs (every tenant's) last changed before ``older_than_s`` ago."""
+        ...
+
+
 class Eraser(Protocol):
     """One layer of a user's data: erase it idempotently (recording counts), or count the rest."""
 

@@ -102,6 +102,17 @@ class Settings(BaseSettings):
     reembed_batch: int = Field(default=16, ge=1, le=256)
     reembed_duty: float = Field(default=0.5, gt=0, le=1)
     reembed_pause_ms: int = Field(default=50, ge=0)
+    # A document whose text exceeds ingest_sync_chunks chunks' worth of tokens (x 320) is
+    # accepted as a job (202) and embedded in the background, ingest_batch chunks per model
+    # call, at most ingest_jobs_max jobs at once per worker, busy at most ingest_duty of the
+    # time; a failed attempt is retried with backoff up to ingest_attempts_max, and an ended
+    # job's row is deleted after ingest_retention_s (docs/ingest.md).
+    ingest_sync_chunks: int = Field(default=4, ge=0)
+    ingest_batch: int = Field(default=16, ge=1, le=256)
+    ingest_jobs_max: int = Field(default=1, ge=1, le=16)
+    ingest_duty: float = Field(default=0.5, gt=0, le=1)
+    ingest_attempts_max: int = Field(default=6, ge=1)
+    ingest_retention_s: int = Field(default=86_400, ge=60)
     openai_base_url: str = "http://127.0.0.1:11434/v1"
     openai_api_key: SecretStr | None = None
     openai_embedding_model: str = "text-embedding-3-small"

@@ -11,7 +11,8 @@ worker). ``status`` moves pending -> running -> done | failed; ``attempts`` coun
 job left running by a killed worker is claimed again); ``progress``/``total`` are the chunks
 embedded so far; ``not_before`` is when a job whose embedder failed may be retried.
 ``acl_users`` mirrors the document's user ACL so an erasure can find the jobs naming a user.
-The worker lists open jobs across tenants through a definer function, as erasure does.
+The worker lists due jobs and deletes expired ones across tenants through definer functions
+(as erasure lists its jobs); the table's RLS is therefore enabled but not forced.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ CREATE TABLE knowledge_jobs (
     CHECK (status IN ('done', 'failed') OR document IS NOT NULL)
 )"""
 PREDICATE = "tenant_id = current_setting('app.tenant_id', true)"
-OPEN_FN = "ctxgate_open_knowledge_jobs()"
+OPEN_FN = "ctxgate_open_knowledge_jobs(integer)"
+PURGE_FN = "ctxgate_purge_knowledge_jobs(double precision)"
 
 
 def upgrade() -> None:
@@ -68,18 +70,30 @@ def upgrade() -> None:
         bind.exec_driver_sql(statement)
     schema = str(bind.exec_driver_sql("SELECT current_schema()").scalar_one())
     bind.exec_driver_sql(f"""
-CREATE FUNCTION {OPEN_FN}
+CREATE FUNCTION ctxgate_open_knowledge_jobs(max_rows integer)
 RETURNS TABLE (tenant_id text, job_id text)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, "{schema}", pg_temp AS $$
     SELECT j.tenant_id, j.job_id FROM "{schema}".knowledge_jobs j
     WHERE j.status IN ('pending', 'running') AND j.not_before <= now()
-    ORDER BY j.not_before, j.created_at
+    ORDER BY j.not_before, j.created_at LIMIT max_rows
 $$""")
-    bind.exec_driver_sql(f"REVOKE ALL ON FUNCTION {OPEN_FN} FROM PUBLIC")
-    bind.exec_driver_sql(f'GRANT EXECUTE ON FUNCTION {OPEN_FN} TO "{role}"')
+    # Retention runs across tenants too: only ended jobs, only past the given age.
+    bind.exec_driver_sql(f"""
+CREATE FUNCTION ctxgate_purge_knowledge_jobs(older_than_s double precision)
+RETURNS integer
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, "{schema}", pg_temp AS $$
+    WITH gone AS (
+        DELETE FROM "{schema}".knowledge_jobs j WHERE j.status IN ('done', 'failed')
+        AND j.updated_at < now() - make_interval(secs => older_than_s) RETURNING 1)
+    SELECT count(*)::integer FROM gone
+$$""")
+    for fn in (OPEN_FN, PURGE_FN):
+        bind.exec_driver_sql(f"REVOKE ALL ON FUNCTION {fn} FROM PUBLIC")
+        bind.exec_driver_sql(f'GRANT EXECUTE ON FUNCTION {fn} TO "{role}"')
 
 
 def downgrade() -> None:
     bind = op.get_bind()
-    bind.exec_driver_sql(f"DROP FUNCTION IF EXISTS {OPEN_FN}")
+    for fn in (OPEN_FN, PURGE_FN):
+        bind.exec_driver_sql(f"DROP FUNCTION IF EXISTS {fn}")
     bind.exec_driver_sql("DROP TABLE IF EXISTS knowledge_jobs")

@@ -44,7 +44,7 @@ from app.core.model import (
 )
 from app.core.registry import BundleFile, BundleRevision
 from app.core.retrieval import POOL_MAX
-from app.ports import ClientChunk, DocumentInfo, NewDocument, NewEvent, TenantSettings
+from app.ports import ClientChunk, DocumentInfo, IngestJob, NewDocument, NewEvent, TenantSettings
 
 INT32_MAX = 2**31 - 1  # sequence numbers and revisions are PostgreSQL integers
 
@@ -568,6 +568,41 @@ class DocumentBatchIn(Wire):
 
 class DocumentBatchOut(BaseModel):
     items: list[DocumentIngested]
+
+
+class IngestJobOut(BaseModel):
+    """A document accepted for ingest in the background (``POST /v1/knowledge/documents``
+    answered 202); poll ``GET /v1/knowledge/jobs/{job_id}`` until ``done`` or ``failed``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "job_id": "9b1f0c6e2d7a4f3b8e5c1a2d3f4b5c6d", "status": "running",
+        "doc_id": "docs/payments/refund.md", "version": "v3", "attempts": 1,
+        "progress": {"embedded": 48, "total": 120}, "chunks": None, "error": None,
+        "retry_at": None, "created_at": "2026-12-04T19:00:00Z",
+        "updated_at": "2026-12-04T19:00:02Z"}]})
+
+    job_id: str
+    status: Literal["pending", "running", "done", "failed"]
+    doc_id: str
+    version: str = Field(description="the version label the job writes")
+    attempts: int = Field(description="claims so far (a retry or a resumed job adds one)")
+    progress: dict[str, int] = Field(
+        description="chunks embedded so far in this attempt, of the document's total "
+                    "(total 0: not chunked yet)")
+    chunks: int | None = Field(description="the written version's chunks, once done")
+    error: str | None = Field(description="the last attempt's failure: a pending job with an "
+                              "error is retried at retry_at; a failed one is not")
+    retry_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, job: IngestJob) -> IngestJobOut:
+        return cls(job_id=job.job_id, status=job.status, doc_id=job.doc_id,
+                   version=job.version, attempts=job.attempts,
+                   progress={"embedded": job.progress, "total": job.total},
+                   chunks=job.chunks, error=job.error, retry_at=job.retry_at,
+                   created_at=job.created_at, updated_at=job.updated_at)
 
 
 DocumentWriteIn = Annotated[

@@ -7,13 +7,17 @@ cancelled together when the service closes.
 again). A finished job leaves the set by itself. ``close()`` cancels every job and waits for
 them to unwind, so nothing outlives the stores it uses. A job is expected to handle its own
 failures; one that raises anyway is logged here, never left unretrieved.
+
+``Poller`` runs one coroutine function every ``interval_s`` or at once on ``kick()``: the
+loop of a durable job queue's worker (erasure, ingest).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -62,3 +66,41 @@ class KeyedJobs(Generic[K, T]):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+
+
+class Poller:
+    """An asyncio task that awaits ``poll()`` every ``interval_s``, or at once on ``kick()``;
+    a poll that raises is logged and the next one runs (a database hiccup must not end it)."""
+
+    def __init__(self, poll: Callable[[], Awaitable[object]], *, interval_s: float,
+                 name: str) -> None:
+        self._poll = poll
+        self._interval_s = interval_s
+        self._name = name
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def kick(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._loop(), name=self._name)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self._poll()
+            except Exception:
+                log.exception("%s poll failed", self._name)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._interval_s)
+            self._wake.clear()
+

@@ -18,8 +18,6 @@ resumed), sleeping ``interval_s`` or until ``kick()``. See ``docs/erasure.md``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -30,6 +28,7 @@ from typing import Any
 from app.core.errors import NotFound
 from app.core.model import Principal
 from app.ports import AuditRecord, Eraser, ErasureJob, ErasureStore
+from app.service.background import Poller
 
 log = logging.getLogger(__name__)
 
@@ -178,36 +177,10 @@ class ErasureService:
                                  audit=audit)
 
 
-class ErasureWorker:
+class ErasureWorker(Poller):
     """An asyncio task that runs open erasure jobs: every ``interval_s``, or at once on kick."""
 
     def __init__(self, service: ErasureService, *, interval_s: float = 0.5) -> None:
-        self._service = service
-        self._interval_s = interval_s
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        super().__init__(service.run_open, interval_s=interval_s,
+                         name="ctxgate-erasure-worker")
         service.kick = self.kick
-
-    def kick(self) -> None:
-        self._wake.set()
-
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._loop(), name="ctxgate-erasure-worker")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self._service.run_open()
-            except Exception:  # a database hiccup must not end the worker
-                log.exception("erasure worker poll failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval_s)
-            self._wake.clear()

@@ -3,7 +3,9 @@ chunks. Each chunk's token count and detector findings are made here, once, and 
 it, so no turn re-tokenizes or rescans what it retrieves. A batch (``ingest_many``) makes one
 embedder call for all its chunks and one transaction for all its documents. A document may
 come pre-chunked with the client's embeddings (``ClientChunk``): its chunks are stored as
-given, counted and scanned, and never reach the embedder.
+given, counted and scanned, and never reach the embedder. ``ingest_paced`` is the same ingest
+of one large text for a background job (``app.service.ingest``): embedded in batches, paced
+by its caller, written in the same one transaction at the end.
 
 Management (list, get, delete) is bounded by the key: a document above its data level or
 outside its domains is absent to it (404), as is another tenant's. Listing pages by
@@ -11,8 +13,9 @@ outside its domains is absent to it (404), as is another tenant's. Listing pages
 
 from __future__ import annotations
 
+import asyncio
 import base64
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from app.core.chunking import chunk_text
@@ -33,6 +36,7 @@ from app.ports import (
     NewDocument,
     TokenCounter,
 )
+from app.service.pacing import DutyCycle
 
 CHUNK_TOKENS = 320
 CHUNK_OVERLAP = 32
@@ -89,12 +93,45 @@ class KnowledgeService:
         for (document, _), ps in zip(documents, pieces, strict=True):
             made = [(p, next(vectors), model) if isinstance(p, str)
                     else (p.text, p.embedding, client_made(model)) for p in ps]
-            chunks = tuple(
-                NewChunk(chunk_no=i, text=text, tokens=self._count(text), embedding=vector,
-                         findings=tuple(self._scan(text)), embedder=embedder)
-                for i, (text, vector, embedder) in enumerate(made))
+            chunks = tuple(self._chunk(i, text, vector, embedder)
+                           for i, (text, vector, embedder) in enumerate(made))
             out.append(replace(document, chunks=chunks))
         return await self._store.upsert_many(tenant_id=tenant_id, documents=out)
+
+    def is_small(self, content: str | Sequence[ClientChunk], *, max_chunks: int) -> bool:
+        """Whether ingesting ``content`` is quick enough for the request path: the client's
+        chunks (nothing to embed), or a text of at most ``max_chunks`` chunks' worth of
+        tokens (one tokenizer pass; chunking and embedding cost far more)."""
+        return not isinstance(content, str) or self._count(content) <= max_chunks * CHUNK_TOKENS
+
+    async def ingest_paced(self, *, tenant_id: str, document: NewDocument, text: str,
+                           batch: int, pace: DutyCycle,
+                           progress: Callable[[int, int], Awaitable[None]]) -> int:
+        """``ingest`` of one text, made to share the CPU: chunked off the event loop, then
+        embedded ``batch`` chunks per ``embed_passages`` call, each batch counted and scanned
+        as one ``pace`` step (the step rests after it, so turns keep most of the CPU), and
+        ``await progress(done, total)`` after every batch (raising there abandons the
+        ingest). Nothing is written until every chunk is embedded; then the version is
+        written in one transaction, exactly as ``ingest`` writes it. Returns the chunk
+        count."""
+        texts = await asyncio.to_thread(chunk_text, text, max_tokens=CHUNK_TOKENS,
+                                        overlap_tokens=CHUNK_OVERLAP, count_tokens=self._count)
+        model = self._embedder.model
+        chunks: list[NewChunk] = []
+        for start in range(0, len(texts), batch):
+            part = texts[start:start + batch]
+            async with pace.step():
+                vectors = await self._embedder.embed_passages(part)
+                chunks += [self._chunk(start + i, t, v, model)
+                           for i, (t, v) in enumerate(zip(part, vectors, strict=True))]
+            await progress(len(chunks), len(texts))
+        return await self._store.upsert(tenant_id=tenant_id,
+                                        document=replace(document, chunks=tuple(chunks)))
+
+    def _chunk(self, chunk_no: int, text: str, vector: Sequence[float], embedder: str
+               ) -> NewChunk:
+        return NewChunk(chunk_no=chunk_no, text=text, tokens=self._count(text),
+                        embedding=vector, findings=tuple(self._scan(text)), embedder=embedder)
 
     async def list_documents(self, *, principal: Principal, cursor: str | None, limit: int
                    ) -> tuple[list[DocumentInfo], str | None]:

@@ -3,6 +3,8 @@ the sync client and once with the async one (the ``connect`` fixture)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from ctxgate_client import (
     AsyncCtxgateClient,
@@ -21,6 +23,7 @@ from ctxgate_client import (
     ToolResult,
     UnauthorizedError,
 )
+from ctxgate_client.models import DocumentIngested, IngestJob
 
 from tests.client.conftest import Connect
 
@@ -41,6 +44,7 @@ async def test_a_turn_end_to_end(connect: Connect, keys: dict[str, str]) -> None
     one = await ctx.ingest_document(doc_id="runbook", version=3, text=REFUND,
                                     sensitivity="internal", trust="reviewed",
                                     domain="payments")
+    assert isinstance(one, DocumentIngested)  # a short text: written at once (201)
     assert (one.doc_id, one.version, one.chunks >= 1) == ("runbook", "3", True)
     many = await ctx.ingest_documents([doc("faq-1"), {**doc("faq-2").wire(), "title": "FAQ"}])
     assert [d.doc_id for d in many] == ["faq-1", "faq-2"]
@@ -266,6 +270,25 @@ async def test_documents_and_ids_as_users_have_them(connect: Connect,
     with pytest.raises(InvalidRequestError):  # 257 characters
         await ctx.get_document("x" * 257)
 
+
+
+async def test_a_large_document_is_ingested_as_a_job(connect: Connect,
+                                                     keys: dict[str, str]) -> None:
+    ctx = connect(keys["runtime"])
+    text = "\n\n".join(f"Section {i}: {REFUND}" for i in range(60))  # > 4 chunks
+    job = await ctx.ingest_document(doc_id="big-runbook", version="v1", text=text,
+                                    sensitivity="internal", trust="reviewed")
+    assert isinstance(job, IngestJob) and job.status in ("pending", "running", "done")
+    for _ in range(600):
+        job = await ctx.get_ingest_job(job.job_id)
+        if job.status in ("done", "failed"):
+            break
+        await asyncio.sleep(0.1)
+    assert (job.status, job.doc_id, job.version) == ("done", "big-runbook", "v1")
+    assert job.chunks is not None and job.chunks > 4
+    assert (await ctx.get_document("big-runbook")).chunks == job.chunks
+    with pytest.raises(NotFoundError):
+        await ctx.get_ingest_job("0" * 32)
 
 
 async def test_writes_with_the_clients_own_embeddings(connect: Connect,

@@ -1,6 +1,7 @@
 """Knowledge ingestion: chunked, embedded and indexed for vector and full-text search; one
 document or a batch (``{"items": [...]}``, ``app.api.batch``). Listing, reading and deleting
-documents by id.
+documents by id. A single document too large to embed on the request path is accepted as a
+job (202, ``Location: /v1/knowledge/jobs/{job_id}``; ``app.service.ingest``).
 
 A document id travels in the path percent-encoded (``docs%2Fpayments%2Frefund.md``) and is
 decoded once, by the server, so ``a%2Fb`` names ``a/b`` and ``a%252Fb`` names ``a%2Fb``;
@@ -26,10 +27,13 @@ from app.api.schemas import (
     DocumentOut,
     DocumentWriteIn,
     Id,
+    IngestJobOut,
+    MintedId,
     Problem,
 )
 from app.core.errors import ForbiddenScope
 from app.core.model import DataLevel, Principal, Role
+from app.ports import IngestJob
 
 router = APIRouter(tags=["knowledge"], route_class=OrjsonRoute)
 ERRORS = {s: {"model": Problem} for s in (400, 401, 403, 413, 422)}
@@ -40,15 +44,27 @@ DocId = Annotated[Id, Path(description="percent-encoded; decoded once")]
 WriterDep = Annotated[Principal, require(Role.RUNTIME, Role.ADMIN)]
 
 
+def job_url(job: IngestJob) -> str:
+    return f"/v1/knowledge/jobs/{job.job_id}"
+
+
 @router.post("/v1/knowledge/documents", status_code=201,
              response_model=DocumentIngested | DocumentBatchOut,
-             responses=ERRORS)  # type: ignore[arg-type]
+             responses={**ERRORS, 202: {  # type: ignore[dict-item]
+                 "model": IngestJobOut, "description": "accepted as a background job; "
+                 "poll the Location header (GET /v1/knowledge/jobs/{job_id})"}})
 async def ingest_document(body: DocumentWriteIn, principal: RuntimeDep,
-                          container: ContainerDep) -> DocumentIngested | DocumentBatchOut:
+                          container: ContainerDep
+                          ) -> DocumentIngested | DocumentBatchOut | Response:
     """Ingest one document, or a batch of up to 100 (``{"items": [...]}``: every chunk
     embedded in one call, all documents in one transaction; an item the key may not write
     fails the batch and nothing is written). A document given as ``chunks`` carries the
-    client's embeddings: only the other documents' chunks reach the embedder."""
+    client's embeddings: only the other documents' chunks reach the embedder.
+
+    A single document given as ``text`` longer than ``CTXGATE_INGEST_SYNC_CHUNKS`` chunks'
+    worth of tokens (default 4 x 320) is validated and checked here, then accepted as a job
+    and embedded in the background: 202 with the job (``Location``), its version current once
+    the job is ``done``. Smaller texts, client chunks and batches are ingested at once: 201."""
     items, batch = (body.items, True) if isinstance(body, DocumentBatchIn) else ([body], False)
     check_dimensions(items, dim=container.embedder.dim, batch=batch)
 
@@ -61,6 +77,15 @@ async def ingest_document(body: DocumentWriteIn, principal: RuntimeDep,
             raise ForbiddenScope("the document's domain is outside the key's domains")
 
     check_each(items, check, batch=batch)
+    if not batch:
+        item = items[0]
+        done = await container.ingest.submit(tenant_id=principal.tenant_id,
+                                             document=item.to_domain(), content=item.content())
+        if isinstance(done, IngestJob):
+            return Response(IngestJobOut.of(done).model_dump_json(), status_code=202,
+                            media_type="application/json",
+                            headers={"Location": job_url(done)})
+        return DocumentIngested(doc_id=item.doc_id, version=item.version, chunks=done)
     counts = await container.knowledge.ingest_many(
         tenant_id=principal.tenant_id, documents=[(item.to_domain(), item.content())
                                                   for item in items])
@@ -99,3 +124,11 @@ async def delete_document(doc_id: DocId, principal: WriterDep,
     """Every version of the document and its chunks; audited as ``knowledge.deleted``."""
     await container.knowledge.delete_document(principal=principal, doc_id=doc_id)
     return Response(status_code=204)
+
+
+@router.get("/v1/knowledge/jobs/{job_id}", response_model=IngestJobOut, responses=READ_ERRORS)
+async def get_ingest_job(job_id: Annotated[MintedId, Path()], principal: ReaderDep,
+                         container: ContainerDep) -> IngestJobOut:
+    """An ingest job's status and progress (chunks embedded of the total), and once ``done``
+    the written version's chunk count; another tenant's job is 404, as a missing one is."""
+    return IngestJobOut.of(await container.ingest.get(principal=principal, job_id=job_id))

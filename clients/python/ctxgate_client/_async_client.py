@@ -20,6 +20,7 @@ from ctxgate_client._call import (
     batch,
     body,
     client_options,
+    either,
     items,
     model,
     nothing,
@@ -55,6 +56,7 @@ from ctxgate_client.models import (
     EventsAppended,
     EventsPage,
     Health,
+    IngestJob,
     KeyCreated,
     KeyList,
     Manifest,
@@ -275,17 +277,19 @@ class AsyncCtxgateClient:
         domain: str | None = None, observed_at: datetime | None = None,
         expires_at: datetime | None = None, source: str | None = None,
         tenant_id: str | None = None,
-    ) -> DocumentIngested:
+    ) -> DocumentIngested | IngestJob:
         """POST /v1/knowledge/documents: index one document given as ``text`` (chunked and
         embedded by the server) or as ``chunks`` with your embeddings (``acl=None``: the
-        whole tenant may read it). Sent once."""
+        whole tenant may read it). Sent once. A text too large to embed on the request path
+        is accepted as a background job (HTTP 202): an ``IngestJob`` comes back instead of
+        ``DocumentIngested``; poll ``get_ingest_job(job.job_id)`` until it is done."""
         doc = DocumentIn.model_validate(body(
             doc_id=doc_id, version=version, text=text, chunks=chunks, sensitivity=sensitivity,
             trust=trust, acl=acl, title=title, domain=domain, observed_at=observed_at,
             expires_at=expires_at, source=source, tenant_id=tenant_id))
         return await self._send(Call(
-            method="POST", path="/v1/knowledge/documents", read=model(DocumentIngested),
-            body=doc.wire()))
+            method="POST", path="/v1/knowledge/documents",
+            read=either(DocumentIngested, IngestJob), body=doc.wire()))
 
     async def ingest_documents(self, documents: Sequence[DocumentIn | Mapping[str, Any]]
                                ) -> list[DocumentIngested]:
@@ -294,6 +298,13 @@ class AsyncCtxgateClient:
         return await self._send(Call(
             method="POST", path="/v1/knowledge/documents", read=items(DocumentIngested),
             body=batch(DocumentIn, documents)))
+
+    async def get_ingest_job(self, job_id: str) -> IngestJob:
+        """GET /v1/knowledge/jobs/{job_id}: a background ingest's status, progress and, once
+        done, the written version's chunk count."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/knowledge/jobs/{}", job_id), read=model(IngestJob),
+            idempotent=True))
 
     async def list_documents(self, *, limit: int | None = None, cursor: str | None = None
                              ) -> DocumentList:

@@ -20,6 +20,7 @@ from ctxgate_client.models import Event, In
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+N = TypeVar("N", bound=BaseModel)
 
 RETRYABLE_STATUS = frozenset({429, 503})
 _EVENTS: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
@@ -74,6 +75,12 @@ def segment(value: str) -> str:
 
 def model(cls: type[M]) -> Callable[[httpx.Response], M]:
     return lambda response: cls.model_validate_json(response.content)
+
+
+def either(created: type[M], accepted: type[N]) -> Callable[[httpx.Response], M | N]:
+    """``accepted`` for a 202 (the work goes on in the background), ``created`` otherwise."""
+    return lambda response: (accepted if response.status_code == 202 else created
+                             ).model_validate_json(response.content)
 
 
 def items(cls: type[M]) -> Callable[[httpx.Response], list[M]]:

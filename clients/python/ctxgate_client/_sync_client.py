@@ -21,6 +21,7 @@ from ctxgate_client._call import (
     batch,
     body,
     client_options,
+    either,
     items,
     model,
     nothing,
@@ -56,6 +57,7 @@ from ctxgate_client.models import (
     EventsAppended,
     EventsPage,
     Health,
+    IngestJob,
     KeyCreated,
     KeyList,
     Manifest,
@@ -276,17 +278,19 @@ class CtxgateClient:
         domain: str | None = None, observed_at: datetime | None = None,
         expires_at: datetime | None = None, source: str | None = None,
         tenant_id: str | None = None,
-    ) -> DocumentIngested:
+    ) -> DocumentIngested | IngestJob:
         """POST /v1/knowledge/documents: index one document given as ``text`` (chunked and
         embedded by the server) or as ``chunks`` with your embeddings (``acl=None``: the
-        whole tenant may read it). Sent once."""
+        whole tenant may read it). Sent once. A text too large to embed on the request path
+        is accepted as a background job (HTTP 202): an ``IngestJob`` comes back instead of
+        ``DocumentIngested``; poll ``get_ingest_job(job.job_id)`` until it is done."""
         doc = DocumentIn.model_validate(body(
             doc_id=doc_id, version=version, text=text, chunks=chunks, sensitivity=sensitivity,
             trust=trust, acl=acl, title=title, domain=domain, observed_at=observed_at,
             expires_at=expires_at, source=source, tenant_id=tenant_id))
         return self._send(Call(
-            method="POST", path="/v1/knowledge/documents", read=model(DocumentIngested),
-            body=doc.wire()))
+            method="POST", path="/v1/knowledge/documents",
+            read=either(DocumentIngested, IngestJob), body=doc.wire()))
 
     def ingest_documents(self, documents: Sequence[DocumentIn | Mapping[str, Any]]
                                ) -> list[DocumentIngested]:
@@ -295,6 +299,13 @@ class CtxgateClient:
         return self._send(Call(
             method="POST", path="/v1/knowledge/documents", read=items(DocumentIngested),
             body=batch(DocumentIn, documents)))
+
+    def get_ingest_job(self, job_id: str) -> IngestJob:
+        """GET /v1/knowledge/jobs/{job_id}: a background ingest's status, progress and, once
+        done, the written version's chunk count."""
+        return self._send(Call(
+            method="GET", path=path("/v1/knowledge/jobs/{}", job_id), read=model(IngestJob),
+            idempotent=True))
 
     def list_documents(self, *, limit: int | None = None, cursor: str | None = None
                              ) -> DocumentList:

@@ -319,6 +319,25 @@ class DocumentIngested(Out):
     chunks: int
 
 
+class IngestJob(Out):
+    """A document accepted for ingest in the background (the server answered 202): poll
+    ``get_ingest_job(job_id)`` until ``status`` is ``done`` (the version is current) or
+    ``failed``; ``progress`` is ``{"embedded": n, "total": m}`` chunks."""
+
+    model_config = ConfigDict(extra="allow", coerce_numbers_to_str=True)
+    job_id: str
+    status: str
+    doc_id: str
+    version: str
+    attempts: int = 0
+    progress: dict[str, int] = {}
+    chunks: int | None = None
+    error: str | None = None
+    retry_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
 class Document(Out):
     """A stored document's metadata, by its current version (GET
     /v1/knowledge/documents[/{doc_id}]): ``version`` is the client's label, ``revision`` its
