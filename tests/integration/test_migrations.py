@@ -17,7 +17,8 @@ BUNDLE_TABLES = {"bundle_revisions", "bundle_channels", "bundle_denylist", "sess
 MEMORY_TABLES = {"memories", "memory_history"}
 COMPACTION_TABLES = {"session_compactions", "session_states"}
 TURN_TABLES = {"turn_appends"}
-LATER_TABLES = BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES | TURN_TABLES | {"erasures"}
+LATER_TABLES = (BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES | TURN_TABLES
+                | {"erasures", "knowledge_jobs"})
 TENANT_TABLES = {"sessions", "session_events", "task_checkpoints", "knowledge_documents",
                  "knowledge_chunks", "manifests", "audit_log"}
 
@@ -75,15 +76,16 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
     assert up["tables"] == TENANT_TABLES | LATER_TABLES | {
         "api_keys", "tenant_identity", "tenant_settings", "embedding_state", "alembic_version"}
     assert up["policies"] == TENANT_TABLES | LATER_TABLES | {"api_keys"}
-    # api_keys, tenant_identity, tenant_settings, erasures: RLS enabled, not forced (see the
-    # migrations)
+    # api_keys, tenant_identity, tenant_settings, erasures, knowledge_jobs: RLS enabled, not
+    # forced (see the migrations)
     assert up["forced"] == (TENANT_TABLES | BUNDLE_TABLES | MEMORY_TABLES | COMPACTION_TABLES
                             | TURN_TABLES)
     assert up["functions"] == {"ctxgate_key_principal", "ctxgate_key_create",
                                "ctxgate_key_revoke", "ctxgate_tenant_identity_set",
                                "ctxgate_open_erasures", "ctxgate_key_list",
                                "ctxgate_tenant_settings_set", "ctxgate_tenant_settings_get",
-                               "ctxgate_embedding_census"}
+                               "ctxgate_embedding_census", "ctxgate_open_knowledge_jobs",
+                               "ctxgate_purge_knowledge_jobs"}
     assert up["role"] == up["password"] == {role}
 
     db = await Database.open(fresh_db, role=role, password="p'w", pool_size=1)
