@@ -247,9 +247,9 @@ ADDRESSED = _detector(
     re.compile(r"an?\s{1,3}(?:important|urgent|critical|priority|special)\s{1,3}(?:message|"
                r"instruction|note|notice|update|request)s?\s{1,3}(?:from\s{1,3}me\b|"
                rf"(?:[^.\n]{{0,60}}?\s)?(?:to|for)\s{{1,3}}(?:you,|(?:the\s{{1,3}})?{_AI}\b))"),
-    re.compile(r"(?:note|message|instructions?|attention|notice|memo|reminder|p\.?s\.?)\s{0,3}"
+    re.compile(r"(?:note|message|instructions?|attention|notice|memo|reminder|p\.?s\.?)\s{1,3}"
                rf"(?:to|for)\s{{1,3}}(?:the\s{{1,3}}|any\s{{1,3}}|all\s{{1,3}})?{_AI}\b"),
-    re.compile(r"(?<![a-z])(?:dear|hey|hi|hello|attention|greetings)\s{0,3},?\s{0,3}"
+    re.compile(r"(?<![a-z])(?:dear|hey|hi|hello|attention|greetings),?\s{1,3}"
                rf"(?:the\s{{1,3}})?(?:{_AI}|assistant)\b"),
     re.compile(r"if\s{1,3}you\s{1,3}(?:are|'re)\s{1,3}(?:an?\s{1,3})?(?:large\s{1,3})?"
                rf"(?:{_AI}|assistant|bot|agent|automated\s{{1,3}}system)\b"),
@@ -438,7 +438,7 @@ TOOL_COERCION = _detector(
                r"[a-z]{1,30}_[\w.]{1,60}"),
     re.compile(rf"(?:immediately|silently|secretly|quietly|without\s{{1,3}}(?:asking|telling|"
                rf"informing|notifying|confirmation|approval)[^.\n]{{0,20}}?|(?:assistant|ai|agent|"
-               rf"model)\s{{0,2}}[,:])\s{{1,3}}(?:[a-z]{{1,15}}\s{{1,3}}){{0,3}}?{_EN_ACTION}"),
+               rf"model)(?:[,:]|\s{{1,2}}[,:]))\s{{1,3}}(?:[a-z]{{1,15}}\s{{1,3}}){{0,3}}?{_EN_ACTION}"),
     re.compile(r"(?:立即|马上|立刻|务必|悄悄|偷偷|秘密地|直接|无需确认|不需要确认|不要(?:告诉|通知|询问|让)"
                r"用户|助手[，,:：]|ai[，,:：])[^。\n]{0,15}?(?:调用|执行|运行|删除|清空|转账|汇款|支付|"
                r"发送|转发|发邮件|授权|批准)"),
