@@ -173,6 +173,22 @@ def cmd_keys_revoke(args: argparse.Namespace) -> None:
     print(f"revoked {args.key_id}: its next call is refused (401)")
 
 
+def cmd_retention_run(args: argparse.Namespace) -> None:
+    from app.commands.retention import render, retention_service
+    from app.service.retention import RetentionReport
+
+    async def run(settings: Settings) -> RetentionReport:
+        async with retention_service(settings) as service:
+            return await service.run(dry_run=args.dry_run, tenant_ids=args.tenant or None)
+
+    with stores(Settings()) as settings:
+        migrate(settings)
+        report = asyncio.run(run(settings))
+    print(render(report, as_json=args.json))
+    if report.failed_tenants:
+        sys.exit(1)
+
+
 def cmd_demo(_: argparse.Namespace) -> None:
     from app.demo import run_demo
 
@@ -316,6 +332,19 @@ def parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (key_..., from "
                         "`keys create` or `keys list`), not its secret")
     revoke.set_defaults(func=cmd_keys_revoke)
+    retention = sub.add_parser("retention", help="delete data past its retention "
+                               "(docs/retention.md)").add_subparsers(dest="retention",
+                                                                     required=True)
+    prune = retention.add_parser(
+        "run", help="one retention pass now; prints rows per table",
+        description="Deletes manifests, audit records, idle sessions and superseded knowledge "
+        "versions older than CTXGATE_*_RETENTION_DAYS, in batches of CTXGATE_RETENTION_BATCH.")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="count what a run would delete now; delete nothing")
+    prune.add_argument("--tenant", action="append",
+                       help="only this tenant (repeatable; default: every tenant)")
+    prune.add_argument("--json", action="store_true", help="the report as JSON")
+    prune.set_defaults(func=cmd_retention_run)
     bundles_push_parser(sub.add_parser("bundles", help="instruction bundles on a running "
                                        "server").add_subparsers(dest="bundles", required=True))
     sub.add_parser(

@@ -32,6 +32,7 @@ from app.adapters.postgres.knowledge import PgKnowledgeStore, ann_settings
 from app.adapters.postgres.knowledge_jobs import PgIngestJobStore
 from app.adapters.postgres.manifests import PgManifestStore
 from app.adapters.postgres.memories import PgMemoryStore
+from app.adapters.postgres.retention import PgRetentionStore
 from app.adapters.postgres.session_state import PgSessionStateStore
 from app.adapters.postgres.sessions import PgSessionArchive
 from app.adapters.postgres.tasks import PgTaskStore
@@ -81,6 +82,7 @@ from app.service.memories import MemoryService
 from app.service.pacing import DutyCycle
 from app.service.recall import SessionRecall
 from app.service.reembed import ReEmbedder
+from app.service.retention import RetentionPolicy, RetentionService, RetentionWorker
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 from app.settings import Settings
@@ -137,6 +139,8 @@ class Container:
     recall: SessionRecall
     admission: Admission
     reembedder: ReEmbedder
+    retention: RetentionService
+    retention_worker: RetentionWorker
     model: OpenAIChatSummarizer | None = None  # the compaction model, when configured
 
     @classmethod
@@ -180,12 +184,12 @@ class Container:
                                else None,
                                pacing=DutyCycle(duty=settings.reembed_duty,
                                                 min_pause_s=settings.reembed_pause_ms / 1000))
+        tail = RedisSessionTail(redis, prefix=settings.redis_prefix,
+                                max_len=settings.session_tail_len,
+                                ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
+                                detectors=fingerprint())
         session_svc = SessionService(
-            archive,
-            RedisSessionTail(redis, prefix=settings.redis_prefix,
-                             max_len=settings.session_tail_len,
-                             ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
-                             detectors=fingerprint()),
+            archive, tail,
             tail_len=settings.session_tail_len, count_tokens=count, scan=scan,
             appended=recall.appended)
         task_svc = TaskService(PgTaskStore(db),
@@ -243,6 +247,12 @@ class Container:
             attempts_max=settings.ingest_attempts_max, retention_s=settings.ingest_retention_s)
         erasure_svc = ErasureService(estore, [
             *pg_erasers(db), RedisEraser(redis, estore, prefix=settings.redis_prefix)])
+        retention_svc = RetentionService(PgRetentionStore(db), tail, RetentionPolicy(
+            manifests_days=settings.manifest_retention_days,
+            audit_days=settings.audit_retention_days,
+            sessions_days=settings.session_retention_days,
+            knowledge_days=settings.knowledge_superseded_retention_days,
+            batch=settings.retention_batch), metrics=metrics)
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
@@ -260,6 +270,9 @@ class Container:
                                   batch=settings.reembed_batch,
                                   pause_s=settings.reembed_pause_ms / 1000,
                                   duty=settings.reembed_duty, metrics=metrics),
+            retention=retention_svc,
+            retention_worker=RetentionWorker(retention_svc,
+                                             interval_s=settings.retention_interval_s),
             model=model)
 
     async def readiness(self) -> dict[str, bool]:
@@ -274,6 +287,7 @@ class Container:
 
     async def close(self) -> None:
         await self.erasure_worker.stop()
+        await self.retention_worker.stop()
         await self.ingest_worker.stop()
         await self.ingest.aclose()
         await self.compactions.aclose()  # background jobs first: they use the stores
@@ -332,6 +346,9 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         owned.erasure_worker.start()  # resumes jobs a crash left open, then polls
         owned.ingest_worker.start()  # the same for ingest jobs
         owned.reembedder.start()  # re-embeds what another embedder made, if anything
+        # Not in the tests' path above: a run walks every tenant of the shared test database.
+        if settings.retention_enabled:
+            owned.retention_worker.start()
         try:
             yield
         finally:

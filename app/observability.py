@@ -54,6 +54,9 @@ CONTEXT_ACTIONS = ("pruning", "compaction", "archive")
 COMPACTION_FAILURES = ("timeout", "unreachable", "http_status", "bad_response", "validation",
                        "conflict")
 COMPACTION_VIEWS = ("new", "stored", "extractive", "reference")
+# The tables the retention job reports (app.service.retention).
+RETENTION_TABLES = ("manifests", "audit_log", "sessions", "session_events",
+                    "knowledge_documents", "knowledge_chunks")
 # Tokens one section holds in one turn.
 TOKEN_BUCKETS = (0, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
@@ -118,6 +121,17 @@ class Metrics:
         self.reembed_jobs = Gauge(
             "ctxgate_reembed_jobs_in_flight", "Re-embedding jobs running after an embedder "
             "switch.", registry=r, multiprocess_mode="livesum")
+        self.retention_pruned = Counter(
+            "ctxgate_retention_pruned_rows", "Rows the retention job deleted, per table.",
+            ["table"], registry=r)
+        self.retention_last_run = Gauge(
+            "ctxgate_retention_last_run_timestamp_seconds", "When the last retention run "
+            "ended (Unix time; 0: none yet).", registry=r, multiprocess_mode="max")
+        self.retention_duration = Gauge(
+            "ctxgate_retention_last_run_duration_seconds", "How long the last retention run "
+            "took.", registry=r, multiprocess_mode="mostrecent")
+        for table in RETENTION_TABLES:
+            self.retention_pruned.labels(table=table)
         # Export every known series at zero, so rates and alerts work before the first turn.
         for action in CONTEXT_ACTIONS:
             self.context_actions.labels(action=action)

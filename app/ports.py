@@ -688,3 +688,35 @@ class SummarizerError(Exception):
         super().__init__(message)
         self.reason: SummaryFailure = reason
         self.retry_after_s = retry_after_s
+
+
+# Retention (app.service.retention, docs/retention.md): what each target prunes, by the
+# tables it reports. ``sessions`` removes idle sessions whole (their events cascade);
+# ``knowledge`` removes superseded versions (their chunks cascade).
+RetentionTarget = Literal["manifests", "audit_log", "sessions", "knowledge"]
+
+
+@dataclass(frozen=True, slots=True)
+class PruneBatch:
+    """One committed batch: rows removed per table (the target's first table is the batch's
+    unit: 0 there means nothing of that age is left), and the sessions it removed, whose
+    cached tails must go too."""
+
+    rows: dict[str, int]
+    session_ids: tuple[str, ...] = ()
+
+
+class RetentionStore(Protocol):
+    """Deletes what outlived its retention: one tenant, one short transaction per batch."""
+
+    async def tenants(self) -> list[str]: ...
+    async def count(self, *, tenant_id: str, target: RetentionTarget, older_than_days: int
+                    ) -> dict[str, int]: ...
+    async def prune(self, *, tenant_id: str, target: RetentionTarget, older_than_days: int,
+                    max_rows: int) -> PruneBatch: ...
+
+
+class TailDropper(Protocol):
+    """Forgets a session's cached tail (``RedisSessionTail.drop``)."""
+
+    async def drop(self, *, tenant_id: str, session_id: str) -> None: ...

@@ -63,6 +63,19 @@ class Settings(BaseSettings):
     memory_revalidate_days: int = 90  # a fact not confirmed since is down-ranked, flagged
     memory_default_ttl_days: int = 90  # expiry of evidence-backed facts written without one
     task_checkpoint_retention_days: int = Field(default=30, ge=1)  # older: not served
+    # Retention (docs/retention.md): a background job deletes, in batches of at most
+    # retention_batch rows with one short transaction each, manifests older than
+    # manifest_retention_days, audit records older than audit_retention_days (evidence: kept
+    # longest), sessions idle (no append) for session_retention_days with all their events,
+    # and knowledge versions superseded for knowledge_superseded_retention_days; it runs every
+    # retention_interval_s in each serving process (off: retention_enabled false).
+    manifest_retention_days: int = Field(default=30, ge=1)
+    audit_retention_days: int = Field(default=365, ge=1)
+    session_retention_days: int = Field(default=90, ge=1)
+    knowledge_superseded_retention_days: int = Field(default=30, ge=1)
+    retention_batch: int = Field(default=1000, ge=1, le=100_000)
+    retention_interval_s: float = Field(default=3600.0, gt=0)
+    retention_enabled: bool = True
     # Knowledge candidates whose relevance (0..1: the better of query-term coverage and the
     # similarity rescaled from similarity_baseline, what unrelated texts score with the
     # embedder: ~0.75 for E5) is below the floor are dropped.relevance.below_floor.

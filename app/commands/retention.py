@@ -1,0 +1,65 @@
+"""``ctxgate retention run [--dry-run] [--tenant T] [--json]``: one retention pass, now.
+
+For the platform operator, with the stores of ``ctxgate serve`` (``CTXGATE_DATABASE_URL`` and
+``CTXGATE_REDIS_URL``, or the embedded default) and the same settings
+(``CTXGATE_*_RETENTION_DAYS``, ``CTXGATE_RETENTION_BATCH``). It connects as the app role, like
+the server: the job needs no owner privilege (migration 0021). Prints rows per table, deleted
+or, with ``--dry-run``, that a run would delete now.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+
+from app.adapters.postgres.db import Database
+from app.adapters.postgres.retention import PgRetentionStore
+from app.adapters.redis.client import open_redis
+from app.adapters.redis.session_tail import RedisSessionTail
+from app.service.detector_cache import fingerprint
+from app.service.retention import RetentionPolicy, RetentionReport, RetentionService
+from app.settings import Settings
+
+
+def policy(settings: Settings) -> RetentionPolicy:
+    return RetentionPolicy(
+        manifests_days=settings.manifest_retention_days,
+        audit_days=settings.audit_retention_days,
+        sessions_days=settings.session_retention_days,
+        knowledge_days=settings.knowledge_superseded_retention_days,
+        batch=settings.retention_batch)
+
+
+@asynccontextmanager
+async def retention_service(settings: Settings) -> AsyncIterator[RetentionService]:
+    """A ``RetentionService`` on the app role's pool and the Redis tails, closed on exit."""
+    assert settings.database_url is not None
+    assert settings.redis_url is not None
+    pw = settings.app_db_password.get_secret_value() if settings.app_db_password else None
+    db = await Database.open(settings.database_url, role=settings.app_db_role, password=pw,
+                             pool_size=1)
+    redis = open_redis(settings.redis_url)
+    tail = RedisSessionTail(redis, prefix=settings.redis_prefix,
+                            max_len=settings.session_tail_len,
+                            ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
+                            detectors=fingerprint())
+    try:
+        yield RetentionService(PgRetentionStore(db), tail, policy(settings))
+    finally:
+        await redis.aclose()
+        await db.close()
+
+
+def render(report: RetentionReport, *, as_json: bool) -> str:
+    if as_json:
+        return json.dumps(asdict(report), indent=2)
+    verb = "would delete" if report.dry_run else "deleted"
+    width = max(len(t) for t in report.rows)
+    lines = [f"{table:<{width}}  {n}" for table, n in report.rows.items()]
+    lines.append(f"{report.tenants} tenant(s), {report.batches} batch(es), "
+                 f"{report.duration_s:.2f} s; rows {verb} per table above")
+    if report.failed_tenants:
+        lines.append("failed (retried next run): " + ", ".join(report.failed_tenants))
+    return "\n".join(lines)
