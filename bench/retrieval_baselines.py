@@ -10,8 +10,8 @@ trying the next (as the API's budget gives leftovers a second chance). Baselines
 whole budget for retrieved items, while the API's envelope also carries its own framing:
 the comparison is, if anything, generous to the baselines.
 
-BM25 tokens are what the server's full-text side sees of a text: lowercased words, English
-stopwords and pronouns dropped, Snowball-stemmed (PyStemmer); Chinese as character bigrams.
+BM25 tokens are what the server's full-text side sees of a text: lowercased words, bm25s's
+English stopwords dropped, Snowball-stemmed (PyStemmer); Chinese as character bigrams.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from bm25s.stopwords import STOPWORDS_EN
 
 SYSTEMS = ("bm25", "dense")
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]+")
-# bm25s's English list, plus the pronouns and question words every chat turn is full of
-_STOP = frozenset(STOPWORDS_EN) | {"i", "me", "my", "we", "us", "our", "you", "your", "what",
-                                   "which", "who", "when", "where", "how", "do", "does", "did"}
+_STOP = frozenset(STOPWORDS_EN)  # bm25s's own English list, as its users get it
 
 
 @dataclass(frozen=True, slots=True)
