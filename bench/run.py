@@ -380,7 +380,7 @@ def parser() -> argparse.ArgumentParser:
                    help="measure evidence recall of POST /v1/context (knowledge and earlier "
                         "sessions) against BM25 and dense baselines (docs/benchmarks.md)")
     p.add_argument("--users", type=int, default=60,
-                   help="with --retrieval: users of the generated dataset, each with 6 "
+                   help="with --retrieval: users of the generated dataset, each with 8 "
                         "earlier sessions and 6 questions (default: %(default)s)")
     p.add_argument("--dataset", type=Path, default=None,
                    help="with --retrieval: a JSONL dataset (bench/retrieval_data.py) instead "
