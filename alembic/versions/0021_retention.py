@@ -72,11 +72,12 @@ BEGIN
     IF older_than_days < {AUDIT_FLOOR_DAYS} THEN
         RAISE EXCEPTION 'audit records younger than {AUDIT_FLOOR_DAYS} day(s) are kept';
     END IF;
-    DELETE FROM "{schema}".audit_log a WHERE a.id IN (
+    WITH picked AS MATERIALIZED (
         SELECT b.id FROM "{schema}".audit_log b
         WHERE b.tenant_id = current_setting('app.tenant_id', true)
           AND b.at < now() - make_interval(days => older_than_days)
-        ORDER BY b.at LIMIT max_rows);
+        ORDER BY b.at LIMIT max_rows FOR UPDATE SKIP LOCKED)
+    DELETE FROM "{schema}".audit_log a USING picked p WHERE a.id = p.id;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END $$""")

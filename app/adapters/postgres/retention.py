@@ -2,7 +2,9 @@
 
 Every statement runs as the app role inside ``tenant_tx``/``read_tx``: RLS confines it to
 the tenant, and each ``prune`` is one short transaction that deletes at most ``max_rows``
-rows of the target's unit (manifests, audit records, sessions, document versions).
+rows of the target's unit (manifests, audit records, sessions, document versions). The
+batch is picked in a MATERIALIZED CTE: a ``LIMIT`` inside ``DELETE … WHERE x IN (SELECT …
+LIMIT n)`` may be re-run by the planner and delete more than ``n`` rows (it did, in tests).
 ``FOR UPDATE SKIP LOCKED`` leaves rows another transaction holds (a turn appending to a
 session, an erasure deleting it) to a later batch instead of waiting on them.
 
@@ -51,17 +53,18 @@ SELECT (SELECT count(*) FROM d) AS knowledge_documents,
 }
 PRUNE = {
     "manifests": Sql(f"""
-WITH gone AS (
-    DELETE FROM manifests m WHERE m.tenant_id = :t AND m.turn_id IN (
-        SELECT turn_id FROM manifests WHERE tenant_id = :t AND created_at < {_AGO}
-        ORDER BY created_at LIMIT :n FOR UPDATE SKIP LOCKED)
+WITH picked AS MATERIALIZED (
+    SELECT turn_id FROM manifests WHERE tenant_id = :t AND created_at < {_AGO}
+    ORDER BY created_at LIMIT :n FOR UPDATE SKIP LOCKED),
+gone AS (
+    DELETE FROM manifests m USING picked p WHERE m.tenant_id = :t AND m.turn_id = p.turn_id
     RETURNING 1)
 SELECT count(*) AS manifests FROM gone"""),
     "audit_log": Sql("SELECT ctxgate_prune_audit_log(:days, :n) AS audit_log"),
     # The events are counted in the statement's snapshot, before the cascade removes them;
     # the compactions and bindings CTEs run though nothing reads them.
     "sessions": Sql(f"""
-WITH picked AS (
+WITH picked AS MATERIALIZED (
     SELECT session_id, last_seq, updated_at FROM sessions WHERE {_STALE_SESSIONS}
     ORDER BY updated_at, session_id LIMIT :n FOR UPDATE SKIP LOCKED),
 batch AS (
@@ -84,7 +87,7 @@ SELECT (SELECT count(*) FROM gone) AS sessions,
         WHERE e.tenant_id = :t) AS session_events,
        (SELECT coalesce(array_agg(session_id ORDER BY session_id), '{{}}') FROM gone) AS ids"""),
     "knowledge": Sql(f"""
-WITH picked AS (
+WITH picked AS MATERIALIZED (
     SELECT d.doc_id, d.version FROM knowledge_documents d WHERE {_SUPERSEDED}
     ORDER BY d.created_at LIMIT :n FOR UPDATE SKIP LOCKED),
 gone AS (

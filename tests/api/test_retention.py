@@ -1,0 +1,180 @@
+"""Retention on the real stores: rows past their age go in batches, younger ones stay, a dry
+run changes nothing, the Redis tails of pruned sessions go with them (and a pruned session
+reads as absent, never a 500, never its old events), a newer manifest still reads after older
+ones are pruned, the metrics move, and the app role cannot prune audit records younger than
+the function's floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from sqlalchemy.engine import make_url
+
+from app.adapters.postgres.db import Sql
+from app.adapters.redis.keys import tail_key
+from app.main import Container
+from app.ports import AuditRecord
+from app.settings import Settings
+from tests.api.conftest import KeyMaker, bearer
+from tests.api.seed import turn
+
+OLD_SAID = "retention-canary-old-session"
+COUNT = {
+    "manifests": "SELECT count(*) FROM manifests WHERE tenant_id = $1",
+    "audit_log": "SELECT count(*) FROM audit_log WHERE tenant_id = $1 AND kind = 'test.kept'",
+    "sessions": "SELECT count(*) FROM sessions WHERE tenant_id = $1",
+    "session_events": "SELECT count(*) FROM session_events WHERE tenant_id = $1",
+    "knowledge_documents": "SELECT count(*) FROM knowledge_documents WHERE tenant_id = $1",
+    "knowledge_chunks": "SELECT count(*) FROM knowledge_chunks WHERE tenant_id = $1",
+}
+AGE = [  # what the test makes old, as the owner (the app role may not back-date rows)
+    "UPDATE manifests SET created_at = now() - interval '40 days' "
+    "WHERE tenant_id = $1 AND turn_id LIKE 'turn-old-%'",
+    "UPDATE audit_log SET at = now() - interval '400 days' "
+    "WHERE tenant_id = $1 AND kind = 'test.old'",
+    "UPDATE sessions SET updated_at = now() - interval '100 days' "
+    "WHERE tenant_id = $1 AND session_id = 's-old'",
+    # v1 superseded by v2 50 days ago: past the 30 days. v2 superseded by v3 just now: kept.
+    "UPDATE knowledge_documents SET created_at = now() - interval '60 days' "
+    "WHERE tenant_id = $1 AND doc_id = 'runbook' AND version = 'v1'",
+    "UPDATE knowledge_documents SET created_at = now() - interval '50 days' "
+    "WHERE tenant_id = $1 AND doc_id = 'runbook' AND version = 'v2'",
+]
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"retention_batch": 2})
+
+
+@pytest.fixture
+async def owner(pg_owner_url: str) -> AsyncIterator[asyncpg.Connection]:
+    url = make_url(pg_owner_url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+    conn = await asyncpg.connect(url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def ok(r: httpx.Response, status: int = 200) -> Any:
+    assert r.status_code == status, f"{r.request.method} {r.request.url}: {r.text}"
+    return r.json() if r.content else None
+
+
+async def counts(owner: asyncpg.Connection, tenant: str) -> dict[str, int]:
+    return {table: int(await owner.fetchval(sql, tenant)) for table, sql in COUNT.items()}
+
+
+async def plant(c: httpx.AsyncClient, container: Container, tenant: str, key: str) -> None:
+    for sid, n in (("s-old", 5), ("s-new", 2)):
+        await ok(await c.post(f"/v1/sessions/{sid}/events", headers=bearer(key), json={
+            "user_id": "alice", "events": [
+                {"type": "message", "role": "user", "content": f"{OLD_SAID} {sid} {i}"}
+                for i in range(n)]}), 201)
+    for version in ("v1", "v2", "v3"):
+        await ok(await c.post("/v1/knowledge/documents", headers=bearer(key), json={
+            "doc_id": "runbook", "version": version, "sensitivity": "internal",
+            "trust": "reviewed", "acl": None, "domain": "payments",
+            "text": f"Refund runbook {version}: retries are capped at three."}), 201)
+    for turn_id in ("turn-old-1", "turn-old-2", "turn-old-3", "turn-new"):
+        await ok(await c.post("/v1/context", headers=bearer(key),
+                              json=turn(turn_id=turn_id)))
+    await container.audit.write(tenant_id=tenant, records=[
+        AuditRecord(turn_id=None, kind=kind, principal="k", ref=None, rule=None, detail={})
+        for kind in ("test.old",) * 3 + ("test.kept",) * 2])
+
+
+async def test_retention_prunes_old_rows_in_batches_and_keeps_the_rest(
+        client: httpx.AsyncClient, container: Container, make_key: KeyMaker, tenant: str,
+        other_tenant: str, owner: asyncpg.Connection) -> None:
+    key, ops = await make_key(tenant), await make_key(tenant, role="ops")
+    await plant(client, container, tenant, key)
+    other = await make_key(other_tenant)
+    await plant(client, container, other_tenant, other)
+    for sql in AGE:
+        await owner.execute(sql, tenant)
+    old_audit = "SELECT count(*) FROM audit_log WHERE tenant_id = $1 AND kind = 'test.old'"
+    tail = tail_key(container.settings.redis_prefix, tenant, "s-old")
+    assert await container.redis.exists(tail) == 1  # the append cached it
+    before = await counts(owner, tenant)
+    assert before["sessions"] == 2 and before["session_events"] == 7
+    assert before["manifests"] == 4 and before["knowledge_documents"] == 3
+
+    dry = await container.retention.run(dry_run=True, tenant_ids=[tenant])
+    assert dry.rows == {"manifests": 3, "audit_log": 3, "sessions": 1, "session_events": 5,
+                        "knowledge_documents": 1,
+                        "knowledge_chunks": dry.rows["knowledge_chunks"]}
+    assert dry.rows["knowledge_chunks"] >= 1
+    assert await counts(owner, tenant) == before  # a dry run deletes nothing
+    assert await owner.fetchval(old_audit, tenant) == 3
+    assert await container.redis.exists(tail) == 1
+    pruned_before = container.metrics.retention_pruned.labels(table="manifests")._value.get()
+
+    report = await container.retention.run(tenant_ids=[tenant, other_tenant])
+    assert report.rows == dry.rows and not report.failed_tenants
+    # Batches of 2: manifests 2+1+0, audit 2+1+0, sessions 1+0, knowledge 1+0; then one
+    # empty batch per target of the other tenant.
+    assert report.batches == 3 + 3 + 2 + 2 + 4
+    after = await counts(owner, tenant)
+    assert after == {**before, "manifests": 1, "sessions": 1, "session_events": 2,
+                     "knowledge_documents": 2,
+                     "knowledge_chunks": before["knowledge_chunks"] - dry.rows[
+                         "knowledge_chunks"]}
+    assert await owner.fetchval(old_audit, tenant) == 0
+    versions = await owner.fetch("SELECT version FROM knowledge_documents WHERE tenant_id = $1 "
+                                 "ORDER BY version", tenant)
+    assert [r["version"] for r in versions] == ["v2", "v3"]
+    assert (await counts(owner, other_tenant))["manifests"] == 4  # young: untouched
+
+    # Metrics: rows per table, the last run's end and duration.
+    m = container.metrics
+    assert m.retention_pruned.labels(table="manifests")._value.get() == pruned_before + 3
+    assert m.retention_pruned.labels(table="session_events")._value.get() >= 5
+    assert m.retention_last_run._value.get() > 0
+    assert m.retention_duration._value.get() == pytest.approx(report.duration_s)
+
+    # The pruned session: its tail is gone, it reads as absent (404, not 500), and a turn on
+    # its id starts a new session that shows none of the pruned events.
+    assert await container.redis.exists(tail) == 0
+    r = await client.get("/v1/sessions/s-old/events?user_id=alice", headers=bearer(key))
+    assert r.status_code == 404, r.text
+    body = await ok(await client.post("/v1/context", headers=bearer(key),
+                                      json=turn(turn_id="turn-after", session_id="s-old")))
+    assert OLD_SAID + " s-old" not in str(body)
+    new = await ok(await client.get("/v1/sessions/s-new/events?user_id=alice",
+                                    headers=bearer(key)))
+    assert len(new["events"]) == 2
+
+    # Manifests: the newer one still reads; a pruned one is a plain 404.
+    assert (await ok(await client.get("/v1/manifests/turn-new", headers=bearer(ops))))
+    gone = await client.get("/v1/manifests/turn-old-1", headers=bearer(ops))
+    assert gone.status_code == 404
+
+    # A second run finds nothing left.
+    again = await container.retention.run(tenant_ids=[tenant])
+    assert sum(again.rows.values()) == 0
+
+
+async def test_the_app_role_cannot_prune_young_audit_records(
+        container: Container, tenant: str) -> None:
+    await container.audit.write(tenant_id=tenant, records=[AuditRecord(
+        turn_id=None, kind="test.fresh", principal="k", ref=None, rule=None, detail={})])
+    with pytest.raises(asyncpg.RaiseError, match="younger than"):
+        async with container.db.tenant_tx(tenant) as tx:
+            await tx.fetchval(Sql("SELECT ctxgate_prune_audit_log(0, 100)"))
+    for forbidden in ("DELETE FROM audit_log WHERE tenant_id = :t",
+                      "UPDATE audit_log SET at = now() - interval '9 years' "
+                      "WHERE tenant_id = :t"):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            async with container.db.tenant_tx(tenant) as tx:
+                await tx.execute(Sql(forbidden), {"t": tenant})
+    # Without a tenant (RLS binds the function's owner too) it deletes nothing.
+    async with container.db.unscoped_tx() as tx:
+        assert await tx.fetchval(Sql("SELECT ctxgate_prune_audit_log(1, 100)")) == 0
