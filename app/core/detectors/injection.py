@@ -187,11 +187,18 @@ _HANDLED = (r"(?:inbox|e-?mails?|mails?|messages?|notes|page|website|site|docume
 _OUTPUT = r"(?:answer|response|reply|summary|output|completion)"
 ADDRESSED = _detector(
     "injection.addressed",
+    re.compile(r"when\s{1,3}(?:the\s{1,3})?(?:ai|assistant|model|llm|bot|agent)\s{1,3}(?:reads?|sees?|"
+               r"processes|summari[sz]es|gets)\s"),
+    re.compile(r"summari[sz]e\s{1,3}(?:this|the)\s{1,3}(?:e-?mail|message|page|document|thread)\s{1,3}"
+               r"as\b|whatever\s{1,3}(?:the\s{1,3})?user\s{1,3}(?:asks|says|wants|requests)|answer\s{1,3}"
+               r"(?:every|all|any)\s{1,3}questions?\s{1,3}about\s{1,3}this"),
+    re.compile(r"as\s{1,3}an?\s{1,3}(?:ai|llm|language\s{1,3}model|assistant|chatbot)\s{0,2},\s{0,3}"
+               r"(?:you|please)\b"),
     re.compile(rf"(?<![a-z])(?:{_AI}|assistant)\s{{1,3}}(?:instructions?|note|directives?|commands?|"
                r"task)s?\s{0,2}:"),
     re.compile(r"todo\(\s{0,2}(?:agent|ai|assistant|copilot|claude|llm|bot)\s{0,2}\)"),
     re.compile(r"(?<![a-z])(?:dear|hey|hi|hello)\s{1,3}(?:[a-z]{1,12}\s{1,3})?bot\b"),
-    re.compile(r"(?:ai|人工智能|智能助手|ai助手|大模型|语言模型|模型)在(?:总结|阅读|处理|回答|翻译)"),
+    re.compile(r"(?:ai|人工智能|智能助手|ai助手|大模型|语言模型|模型)在(?:总结|阅读|处理|回答|翻译|回复)"),
     re.compile(r"(?:in|at\s{1,3}the\s{1,3}(?:end|beginning|start|top|bottom)\s{1,3}of)\s{1,3}your"
                rf"\s{{1,3}}{_OUTPUT}\s{{0,3}},?\s{{0,3}}(?:recommend|include|add|mention|insert|"
                r"append|say|write|tell|state|claim|advertise|promote|suggest|use|put)\b"),
@@ -294,6 +301,8 @@ _REVEAL_TARGET = (
     r"above|earlier|first)|before\s{1,3}(?:this|my|the))|(?:text|words|everything)\s{1,3}above)")
 REVEAL = _detector(
     "injection.reveal",
+    re.compile(r"what\s{1,3}you\s{1,3}(?:were|have\s{1,3}been)\s{1,3}(?:told|instructed|given)|"
+               r"你(?:在[^。\n]{0,8})?收到了?(?:什么|哪些)(?:指示|指令|提示|设定)"),
     re.compile(r"what\s{1,3}(?:did|does|has)\s{1,3}(?:the|your)\s{1,3}(?:developer|system|creator|"
                r"operator|admin)s?\s{1,3}(?:tell|told|instruct|instructed|say|said)"),
     re.compile(r"(?:repeat|reveal|print|show|output|display|dump|give\s{1,3}me)\s{1,3}(?:[a-z']{1,12}"
@@ -382,6 +391,11 @@ ROLE_MORE = _detector(
                r"guidelines)|(?:={2,}|-{2,}|#{2,})\s{0,3}end\s{1,3}of\s{1,3}(?:user\s{1,3})?(?:input|"
                r"prompt|document|context|data|e-?mail)|(?:stop|halt)\s{1,3}everything[^\n]{0,40}?"
                r"(?:print|say|output|write)\b"),
+    re.compile(r"you\s{1,3}(?:are|'re)\s{1,3}(?:an?\s{1,3})?(?:email|e-mail|virtual|coding|personal)"
+               r"\s{1,3}(?:assistant|agent)|you\s{1,3}(?:are|'re)\s{1,3}(?:not|no\s{1,3}longer)\s{1,3}"
+               r"(?:chatgpt|an?\s{1,3}ai|an?\s{1,3}assistant|a\s{1,3}language\s{1,3}model|gpt|claude|bound)"
+               r"|(?:never|don't|do\s{1,3}not)\s{1,3}(?:include|add|give)\s{1,3}(?:any\s{1,3})?(?:warnings|"
+               r"disclaimers)|(?:deceased|late|dead)\s{1,3}grand(?:ma|mother|pa|father)|已故的(?:奶奶|外婆|祖母)"),
     re.compile(r"(?:现在你是|你现在就是|你将是)[^。\n]{0,12}?(?:助手|ai|模型|机器人|黑客)|(?:不受(?:任何)?"
                r"(?:限制|约束|规则)|没有(?:任何)?(?:限制|道德|规则|约束))的(?:ai|助手|模型|机器人)"),
     re.compile(r"(?:进入|开启|启用|切换到)(?:开发者|越狱|无限制|上帝|dan)模式|越狱|"
@@ -426,6 +440,8 @@ _EN_ACTION = (r"(?:send|e-?mail|forward|transfer|wire|pay|refund|grant|approve|u
               r"(?:tool|command|shell|script|code|function))\b")
 TOOL_COERCION = _detector(
     "injection.tool_coercion",
+    re.compile(r"use\s{1,3}(?:the\s{1,3}|your\s{1,3})?(?:browser|terminal|shell|email\s{1,3}client)"
+               r"\s{1,3}to\s{1,3}(?:open|visit|run|send|download|click|buy)"),
     re.compile(r"(?:execute|run|delete|remove|send|transfer|install)\s{1,3}(?:[a-z']{1,15}\s{1,3}){0,4}?"
                r"without\s{1,3}(?:any\s{1,3})?(?:confirmation|confirming|approval|asking|permission|"
                r"telling)"),
@@ -446,7 +462,7 @@ TOOL_COERCION = _detector(
 )
 
 _PLACEHOLDER = re.compile(r"\{[^}]{1,40}\}|%7B|<|%3C|\$\{?[A-Za-z_]|\[[A-Z_ ]{2,40}\]|"
-                          r"%s|INSERT|APPEND|BASE64")
+                          r"%s|INSERT|APPEND|BASE64|=[A-Z]{2,20}_[A-Z_]{2,30}(?:&|$)")
 _DATA_PARAMS = frozenset({"conversation", "chat", "history", "context", "secret", "secrets",
                           "password", "pwd", "prompt", "system_prompt", "memory", "leak", "exfil",
                           "apikey", "api_key", "token", "credentials", "ssn", "messages",
