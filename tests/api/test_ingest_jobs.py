@@ -4,13 +4,15 @@ embeds in batches and writes in one transaction; small texts, client chunks and 
 201; bad input stays a synchronous 422 and never becomes a job; a job left ``running`` by a
 killed worker is resumed by a new one; while a new version is being embedded, turns see the
 old version whole, then the new one whole; a failing embedder means retries with backoff,
-then ``failed``, never a 500; another tenant's job id is the same 404 as a missing one.
+then ``failed``, never a 500; another tenant's job id is the same 404 as a missing one; an
+erasure removes the user from jobs not yet written.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -299,3 +301,23 @@ async def test_an_embedder_failure_is_retried_with_backoff_then_failed(
 def _principal(tenant: str) -> Principal:
     return Principal(key_id="k", tenant_id=tenant, role=Role.RUNTIME,
                      max_data_level=DataLevel.CONFIDENTIAL, domains=None)
+
+
+async def test_an_erasure_reaches_the_jobs_not_yet_written(
+        container: Container, tenant: str) -> None:
+    store = PgIngestJobStore(container.db)
+    alone = replace(_document("alice-only", "v1"), acl=Acl(whole_tenant=False,
+                                                           users=("alice",)))
+    shared = replace(_document("shared", "v1"), acl=Acl(whole_tenant=False,
+                                                         users=("alice", "bob")))
+    gone = await store.create(tenant_id=tenant, document=alone, text=BIG)
+    kept = await store.create(tenant_id=tenant, document=shared, text=BIG)
+    admin = replace(_principal(tenant), role=Role.ADMIN)
+    erasure = await container.erasures.request(principal=admin, user_id="alice")
+    await container.erasures.run(tenant_id=tenant, erasure_id=erasure.erasure_id)
+    done = await container.erasures.get(principal=admin, erasure_id=erasure.erasure_id)
+    assert done.status == "done" and done.receipt["verified"]
+    assert done.receipt["layers"]["knowledge"]["tables"]["knowledge_jobs"] == 1
+    assert await store.get(tenant_id=tenant, job_id=gone.job_id) is None
+    left = await store.claim(tenant_id=tenant, job_id=kept.job_id, lease_s=60)
+    assert left is not None and left.document.acl.users == ("bob",)

@@ -16,7 +16,9 @@ loses both or neither; re-running finds nothing left and adds zeros):
   ``owner``/``user_id`` and history snapshots get the tombstone (history is rewritten by
   delete + insert: the role has no UPDATE on it);
 - ``knowledge``: documents ACL'd to the user alone are deleted with their chunks; the user is
-  removed from every other ``acl_users`` (documents and the denormalized chunks);
+  removed from every other ``acl_users`` (documents and the denormalized chunks); the same for
+  ingest jobs not yet written (``knowledge_jobs``: the job goes, or the user leaves the ACL
+  of the document it holds), so no job writes the user back afterwards;
 - ``identity``: every string equal to the user id in a manifest (column and body) or an audit
   record (principal and detail) becomes the tombstone; refs and hashes stay.
 Embeddings and tsvectors live in the same rows as the content, so deleting a row erases them.
@@ -111,6 +113,13 @@ CAST(:snapshots AS text[])) AS h(memory_id, version, at, action, actor, snapshot
                 "WHERE tenant_id = :t AND :u = ANY(acl_users)",
     "acl_chunks": "UPDATE knowledge_chunks SET acl_users = array_remove(acl_users, :u) "
                   "WHERE tenant_id = :t AND :u = ANY(acl_users)",
+    "del_jobs": "DELETE FROM knowledge_jobs WHERE tenant_id = :t AND acl_users <@ ARRAY[:u] "
+                "AND document IS NOT NULL AND NOT (document #>> '{acl,all}')::boolean "
+                "AND jsonb_array_length(document #> '{acl,groups}') = 0",
+    "acl_jobs": "UPDATE knowledge_jobs SET acl_users = array_remove(acl_users, :u), "
+                "document = jsonb_set(document, '{acl,users}', "
+                "(document #> '{acl,users}') - CAST(:u AS text)) "
+                "WHERE tenant_id = :t AND :u = ANY(acl_users)",
     # identity
     "take_manifests": "SELECT turn_id, user_id, body FROM manifests WHERE tenant_id = :t AND "
                       "(user_id = :u OR " + MENTIONS.format("body") + ") LIMIT 500",  # = BATCH
@@ -143,6 +152,7 @@ AND (user_id = :u OR owner = :u)) + (SELECT count(*) FROM memory_history h
 WHERE h.tenant_id = :t AND (h.actor = :u OR """ + MENTIONS.format("h.snapshot") + "))",
     "knowledge": """SELECT (SELECT count(*) FROM knowledge_documents WHERE tenant_id = :t
 AND :u = ANY(acl_users)) + (SELECT count(*) FROM knowledge_chunks WHERE tenant_id = :t
+AND :u = ANY(acl_users)) + (SELECT count(*) FROM knowledge_jobs WHERE tenant_id = :t
 AND :u = ANY(acl_users))""",
     "identity": "SELECT (SELECT count(*) FROM manifests WHERE tenant_id = :t AND (user_id = :u OR "
                 + MENTIONS.format("body") + ")) + (SELECT count(*) FROM audit_log WHERE "
@@ -219,7 +229,9 @@ async def _memories(conn: Tx, p: dict[str, Any]) -> dict[str, int]:
 
 
 async def _knowledge(conn: Tx, p: dict[str, Any]) -> dict[str, int]:
-    return {"knowledge_chunks": await _rowcount(conn, "del_chunks", p),
+    return {"knowledge_jobs": await _rowcount(conn, "del_jobs", p),
+            "knowledge_jobs_acl": await _rowcount(conn, "acl_jobs", p),
+            "knowledge_chunks": await _rowcount(conn, "del_chunks", p),
             "knowledge_documents": await _rowcount(conn, "del_docs", p),
             "knowledge_documents_acl": await _rowcount(conn, "acl_docs", p),
             "knowledge_chunks_acl": await _rowcount(conn, "acl_chunks", p)}
