@@ -42,6 +42,7 @@ from app.adapters.redis.client import ping as redis_ping
 from app.adapters.redis.erasure import RedisEraser
 from app.adapters.redis.pins import RedisPinSnapshots
 from app.adapters.redis.replay import RedisReplayCache
+from app.adapters.redis.session_keys import RedisSessionKeys
 from app.adapters.redis.session_tail import RedisSessionTail
 from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
@@ -184,12 +185,12 @@ class Container:
                                else None,
                                pacing=DutyCycle(duty=settings.reembed_duty,
                                                 min_pause_s=settings.reembed_pause_ms / 1000))
-        tail = RedisSessionTail(redis, prefix=settings.redis_prefix,
-                                max_len=settings.session_tail_len,
-                                ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
-                                detectors=fingerprint())
         session_svc = SessionService(
-            archive, tail,
+            archive,
+            RedisSessionTail(redis, prefix=settings.redis_prefix,
+                             max_len=settings.session_tail_len,
+                             ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
+                             detectors=fingerprint()),
             tail_len=settings.session_tail_len, count_tokens=count, scan=scan,
             appended=recall.appended)
         task_svc = TaskService(PgTaskStore(db),
@@ -247,7 +248,8 @@ class Container:
             attempts_max=settings.ingest_attempts_max, retention_s=settings.ingest_retention_s)
         erasure_svc = ErasureService(estore, [
             *pg_erasers(db), RedisEraser(redis, estore, prefix=settings.redis_prefix)])
-        retention_svc = RetentionService(PgRetentionStore(db), tail, RetentionPolicy(
+        retention_svc = RetentionService(PgRetentionStore(db), RedisSessionKeys(
+            redis, prefix=settings.redis_prefix), RetentionPolicy(
             manifests_days=settings.manifest_retention_days,
             audit_days=settings.audit_retention_days,
             sessions_days=settings.session_retention_days,

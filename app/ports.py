@@ -714,9 +714,12 @@ class RetentionStore(Protocol):
                     ) -> dict[str, int]: ...
     async def prune(self, *, tenant_id: str, target: RetentionTarget, older_than_days: int,
                     max_rows: int) -> PruneBatch: ...
+    def exclusive(self) -> AbstractAsyncContextManager[bool]:
+        """Held for a run: True when no other process's run holds it."""
+        ...
 
 
-class TailDropper(Protocol):
-    """Forgets a session's cached tail (``RedisSessionTail.drop``)."""
+class SessionCache(Protocol):
+    """Forgets everything cached for one session (its tail, its pinned memory snapshot)."""
 
     async def drop(self, *, tenant_id: str, session_id: str) -> None: ...

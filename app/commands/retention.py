@@ -17,8 +17,7 @@ from dataclasses import asdict
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.retention import PgRetentionStore
 from app.adapters.redis.client import open_redis
-from app.adapters.redis.session_tail import RedisSessionTail
-from app.service.detector_cache import fingerprint
+from app.adapters.redis.session_keys import RedisSessionKeys
 from app.service.retention import RetentionPolicy, RetentionReport, RetentionService
 from app.settings import Settings
 
@@ -34,19 +33,17 @@ def policy(settings: Settings) -> RetentionPolicy:
 
 @asynccontextmanager
 async def retention_service(settings: Settings) -> AsyncIterator[RetentionService]:
-    """A ``RetentionService`` on the app role's pool and the Redis tails, closed on exit."""
+    """A ``RetentionService`` on the app role's pool and Redis, closed on exit."""
     assert settings.database_url is not None
     assert settings.redis_url is not None
     pw = settings.app_db_password.get_secret_value() if settings.app_db_password else None
     db = await Database.open(settings.database_url, role=settings.app_db_role, password=pw,
-                             pool_size=1)
+                             pool_size=2)  # the run's lock holds one
     redis = open_redis(settings.redis_url)
-    tail = RedisSessionTail(redis, prefix=settings.redis_prefix,
-                            max_len=settings.session_tail_len,
-                            ttl_s=settings.session_tail_ttl_s, tokenizer=settings.tokenizer,
-                            detectors=fingerprint())
     try:
-        yield RetentionService(PgRetentionStore(db), tail, policy(settings))
+        yield RetentionService(PgRetentionStore(db),
+                               RedisSessionKeys(redis, prefix=settings.redis_prefix),
+                               policy(settings))
     finally:
         await redis.aclose()
         await db.close()
@@ -60,6 +57,8 @@ def render(report: RetentionReport, *, as_json: bool) -> str:
     lines = [f"{table:<{width}}  {n}" for table, n in report.rows.items()]
     lines.append(f"{report.tenants} tenant(s), {report.batches} batch(es), "
                  f"{report.duration_s:.2f} s; rows {verb} per table above")
+    if report.skipped:
+        return "skipped: another retention run is in progress"
     if report.failed_tenants:
         lines.append("failed (retried next run): " + ", ".join(report.failed_tenants))
     return "\n".join(lines)

@@ -7,6 +7,7 @@ the function's floor.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +17,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from app.adapters.postgres.db import Sql
-from app.adapters.redis.keys import tail_key
+from app.adapters.redis.keys import session_key, tail_key
+from app.adapters.redis.session_keys import SESSION_KINDS
 from app.main import Container
 from app.ports import AuditRecord
 from app.settings import Settings
@@ -178,3 +180,89 @@ async def test_the_app_role_cannot_prune_young_audit_records(
     # Without a tenant (RLS binds the function's owner too) it deletes nothing.
     async with container.db.unscoped_tx() as tx:
         assert await tx.fetchval(Sql("SELECT ctxgate_prune_audit_log(1, 100)")) == 0
+
+
+async def _redis_keys(container: Container, tenant: str, needle: str) -> list[bytes]:
+    ns = f"{container.settings.redis_prefix}:t:{tenant}:"
+    return [k async for k in container.redis.scan_iter(match=f"{ns}*")  # type: ignore[attr-defined]
+            if needle in (k.decode() if isinstance(k, bytes) else str(k))]
+
+
+async def test_retention_and_erasure_of_the_same_user_leave_nothing_behind(
+        client: httpx.AsyncClient, container: Container, make_key: KeyMaker, tenant: str,
+        owner: asyncpg.Connection) -> None:
+    key, ops, admin = (await make_key(tenant), await make_key(tenant, role="ops"),
+                       await make_key(tenant, role="admin"))
+    for sid in ("s-carol-old", "s-carol-new"):
+        await ok(await client.post(f"/v1/sessions/{sid}/events", headers=bearer(key), json={
+            "user_id": "carol", "events": [
+                {"type": "message", "role": "user", "content": f"{OLD_SAID} {sid}"}]}), 201)
+        await ok(await client.post("/v1/context", headers=bearer(key), json=turn(
+            user_id="carol", turn_id=f"turn-{sid}", session_id=sid)))
+    await owner.execute("UPDATE sessions SET updated_at = now() - interval '100 days' "
+                        "WHERE tenant_id = $1 AND session_id = 's-carol-old'", tenant)
+    await owner.execute("UPDATE manifests SET created_at = now() - interval '40 days' "
+                        "WHERE tenant_id = $1 AND turn_id = 'turn-s-carol-old'", tenant)
+
+    # Retention first: the old session and its tail go; the erasure then plans only what is
+    # left and still verifies every layer at zero.
+    pruned = await container.retention.run(tenant_ids=[tenant])
+    assert pruned.rows["sessions"] == 1 and pruned.rows["manifests"] == 1
+    assert await _redis_keys(container, tenant, "{s:s-carol-old}") == []  # tail and pins
+    container.erasure_worker.start()
+    try:
+        accepted = await ok(await client.post("/v1/erasures", headers=bearer(admin),
+                                              json={"user_id": "carol"}), 202)
+        for _ in range(100):
+            got = await ok(await client.get(f"/v1/erasures/{accepted['erasure_id']}",
+                                            headers=bearer(ops)))
+            if got["status"] in ("done", "failed"):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await container.erasure_worker.stop()
+    assert got["status"] == "done" and got["receipt"]["verified"] is True, got
+    assert (await counts(owner, tenant))["sessions"] == 0
+
+    # Retention after the erasure: nothing to delete, nothing comes back in either store.
+    again = await container.retention.run(tenant_ids=[tenant])
+    assert sum(again.rows.values()) == 0 and not again.failed_tenants
+    assert (await counts(owner, tenant))["sessions"] == 0
+    assert await _redis_keys(container, tenant, "{s:s-carol") == []
+    kept = await ok(await client.get("/v1/manifests/turn-s-carol-new", headers=bearer(ops)))
+    # Tombstoned by the erasure, not pruned (it is young); "carol" alone is the user id.
+    assert kept["turn_id"] == "turn-s-carol-new" and "'carol'" not in str(kept)
+
+
+def test_every_per_session_redis_key_kind_is_dropped_with_a_pruned_session() -> None:
+    """A new kind of per-session key must join SESSION_KINDS, or a pruned session's would
+    outlive it and be picked up by a later session of the same id."""
+    import pathlib
+    import re
+
+    used = set()
+    for path in pathlib.Path("app").rglob("*.py"):
+        used |= set(re.findall(r'session_key\([^)]*?"(\w+)"\)', path.read_text()))
+    assert used and used <= set(SESSION_KINDS), used
+
+
+async def test_runs_do_not_overlap_and_a_pinned_snapshot_goes_with_its_session(
+        container: Container, tenant: str, owner: asyncpg.Connection,
+        client: httpx.AsyncClient, make_key: KeyMaker) -> None:
+    key = await make_key(tenant)
+    await ok(await client.post("/v1/sessions/s-pin/events", headers=bearer(key), json={
+        "user_id": "alice", "events": [{"type": "message", "role": "user", "content": "hi"}]}),
+        201)
+    pins = session_key(container.settings.redis_prefix, tenant, "s-pin", "pins")
+    await container.redis.set(pins, b"stale snapshot", ex=60)
+    await owner.execute("UPDATE sessions SET updated_at = now() - interval '100 days' "
+                        "WHERE tenant_id = $1 AND session_id = 's-pin'", tenant)
+    store = container.retention._store  # the lock another process holds
+    async with store.exclusive() as mine:
+        assert mine
+        skipped = await container.retention.run(tenant_ids=[tenant])
+        assert skipped.skipped and sum(skipped.rows.values()) == 0
+    assert await container.redis.exists(pins) == 1
+    report = await container.retention.run(tenant_ids=[tenant])
+    assert not report.skipped and report.rows["sessions"] == 1
+    assert await container.redis.exists(pins) == 0

@@ -24,6 +24,9 @@ Ages are whole days before the database's ``now()``: one clock for every worker.
 # ruff: noqa: S608 - the SQL joins constant fragments only; every value is a bind parameter
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from app.adapters.postgres.db import Database, Sql
 from app.ports import PruneBatch, RetentionTarget
 
@@ -34,6 +37,9 @@ d.tenant_id = :t AND NOT d.is_current AND d.created_at < {_AGO}
 AND EXISTS (SELECT 1 FROM knowledge_documents n WHERE n.tenant_id = d.tenant_id
             AND n.doc_id = d.doc_id AND n.created_at > d.created_at AND n.created_at < {_AGO})"""
 
+# A session-level advisory lock: one run at a time across every serving process.
+TRY_LOCK = Sql("SELECT pg_try_advisory_lock(hashtextextended('ctxgate:retention', 0))")
+UNLOCK = Sql("SELECT pg_advisory_unlock(hashtextextended('ctxgate:retention', 0))")
 TENANTS = Sql("SELECT t FROM ctxgate_retention_tenants() AS t")
 COUNT = {
     "manifests": Sql(f"""
@@ -103,6 +109,16 @@ SELECT (SELECT count(*) FROM gone) AS knowledge_documents,
 class PgRetentionStore:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[bool]:
+        """Holds one pooled connection (outside any transaction) for the run; a failure
+        inside discards it, releasing the lock with it."""
+        async with self._db.connection() as conn:
+            mine = bool(await conn.fetchval(TRY_LOCK))
+            yield mine
+            if mine:
+                await conn.fetchval(UNLOCK)
 
     async def tenants(self) -> list[str]:
         async with self._db.unscoped_tx() as tx:
