@@ -65,6 +65,10 @@ async def owner(pg_owner_url: str) -> AsyncIterator[asyncpg.Connection]:
         await conn.close()
 
 
+def redis(container: Container) -> Any:
+    return container.redis  # typed as object in the container
+
+
 async def ok(r: httpx.Response, status: int = 200) -> Any:
     assert r.status_code == status, f"{r.request.method} {r.request.url}: {r.text}"
     return r.json() if r.content else None
@@ -104,7 +108,7 @@ async def test_retention_prunes_old_rows_in_batches_and_keeps_the_rest(
         await owner.execute(sql, tenant)
     old_audit = "SELECT count(*) FROM audit_log WHERE tenant_id = $1 AND kind = 'test.old'"
     tail = tail_key(container.settings.redis_prefix, tenant, "s-old")
-    assert await container.redis.exists(tail) == 1  # the append cached it
+    assert await redis(container).exists(tail) == 1  # the append cached it
     before = await counts(owner, tenant)
     assert before["sessions"] == 2 and before["session_events"] == 7
     assert before["manifests"] == 4 and before["knowledge_documents"] == 3
@@ -116,7 +120,7 @@ async def test_retention_prunes_old_rows_in_batches_and_keeps_the_rest(
     assert dry.rows["knowledge_chunks"] >= 1
     assert await counts(owner, tenant) == before  # a dry run deletes nothing
     assert await owner.fetchval(old_audit, tenant) == 3
-    assert await container.redis.exists(tail) == 1
+    assert await redis(container).exists(tail) == 1
     pruned_before = container.metrics.retention_pruned.labels(table="manifests")._value.get()
 
     report = await container.retention.run(tenant_ids=[tenant, other_tenant])
@@ -144,7 +148,7 @@ async def test_retention_prunes_old_rows_in_batches_and_keeps_the_rest(
 
     # The pruned session: its tail is gone, it reads as absent (404, not 500), and a turn on
     # its id starts a new session that shows none of the pruned events.
-    assert await container.redis.exists(tail) == 0
+    assert await redis(container).exists(tail) == 0
     r = await client.get("/v1/sessions/s-old/events?user_id=alice", headers=bearer(key))
     assert r.status_code == 404, r.text
     body = await ok(await client.post("/v1/context", headers=bearer(key),
@@ -184,7 +188,7 @@ async def test_the_app_role_cannot_prune_young_audit_records(
 
 async def _redis_keys(container: Container, tenant: str, needle: str) -> list[bytes]:
     ns = f"{container.settings.redis_prefix}:t:{tenant}:"
-    return [k async for k in container.redis.scan_iter(match=f"{ns}*")  # type: ignore[attr-defined]
+    return [k async for k in redis(container).scan_iter(match=f"{ns}*")
             if needle in (k.decode() if isinstance(k, bytes) else str(k))]
 
 
@@ -254,7 +258,7 @@ async def test_runs_do_not_overlap_and_a_pinned_snapshot_goes_with_its_session(
         "user_id": "alice", "events": [{"type": "message", "role": "user", "content": "hi"}]}),
         201)
     pins = session_key(container.settings.redis_prefix, tenant, "s-pin", "pins")
-    await container.redis.set(pins, b"stale snapshot", ex=60)
+    await redis(container).set(pins, b"stale snapshot", ex=60)
     await owner.execute("UPDATE sessions SET updated_at = now() - interval '100 days' "
                         "WHERE tenant_id = $1 AND session_id = 's-pin'", tenant)
     store = container.retention._store  # the lock another process holds
@@ -262,7 +266,7 @@ async def test_runs_do_not_overlap_and_a_pinned_snapshot_goes_with_its_session(
         assert mine
         skipped = await container.retention.run(tenant_ids=[tenant])
         assert skipped.skipped and sum(skipped.rows.values()) == 0
-    assert await container.redis.exists(pins) == 1
+    assert await redis(container).exists(pins) == 1
     report = await container.retention.run(tenant_ids=[tenant])
     assert not report.skipped and report.rows["sessions"] == 1
-    assert await container.redis.exists(pins) == 0
+    assert await redis(container).exists(pins) == 0

@@ -85,7 +85,8 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
                                "ctxgate_open_erasures", "ctxgate_key_list",
                                "ctxgate_tenant_settings_set", "ctxgate_tenant_settings_get",
                                "ctxgate_embedding_census", "ctxgate_open_knowledge_jobs",
-                               "ctxgate_purge_knowledge_jobs"}
+                               "ctxgate_purge_knowledge_jobs", "ctxgate_retention_tenants",
+                               "ctxgate_prune_audit_log"}
     assert up["role"] == up["password"] == {role}
 
     db = await Database.open(fresh_db, role=role, password="p'w", pool_size=1)
