@@ -4,13 +4,17 @@ Contract: each detector finds one ``pii.*`` type (see ``docs/detectors.md``):
 
     pii.email           local@domain.tld (not ``icon@2x.png`` asset names, not the userinfo
                         of a URL, not an scp-style ``git@host:path`` remote)
-    pii.phone           +CC international numbers (8-15 digits, spaces/dots/dashes/parens) and
-                        North-American (415) 555-2671 / 415-555-2671
+    pii.phone           international and national formats, validated by libphonenumber
+                        (``app.core.detectors.phone``)
     pii.cn_mobile       mainland China mobile 1[3-9]XXXXXXXXX, optional +86/0086, 3-4-4 groups
     pii.cn_resident_id  18-character PRC resident ID: a province code, a real birth date
                         1900-2099 and a valid ISO 7064 MOD 11-2 check character
     pii.bank_card       13-19 digits starting 2-6, unbroken or grouped 4-4-4-4(-3) / 4-6-5 by
-                        one kind of separator (space or dash), Luhn-valid
+                        one kind of separator (space or dash), Luhn-valid or after a card
+                        word (card, Visa, 卡号 …)
+    pii.iban            an IBAN with its country's registry length and a MOD 97-10 check
+    pii.person_name     names after labels, pii.address street lines
+                        (``app.core.detectors.people``)
     pii.ip_address      IPv4 and IPv6, except loopback, unspecified, and the documentation
                         ranges (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32); a
                         dotted quad right after ``v``/``version``/``版本`` is a version string
@@ -22,6 +26,8 @@ import ipaddress
 import re
 
 from app.core.detectors.base import PatternDetector, cn_id_checksum_ok, luhn_ok, plausible_date
+from app.core.detectors.people import ADDRESS, PERSON_NAME
+from app.core.detectors.phone import PHONE, after_id_word
 
 _ASSET_TLDS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "css", "js", "ts"})
 
@@ -44,23 +50,12 @@ EMAIL = PatternDetector(
     accept=_email_ok)
 
 
-def _digit_count_ok(m: re.Match[str], _text: str) -> bool:
-    return 8 <= sum(c.isdigit() for c in m.group()) <= 15
-
-
-PHONE = PatternDetector(
-    name="pii.phone", type="pii.phone", action="mask",
-    patterns=(
-        re.compile(r"(?<![\w+])(?:\+|00)[1-9]\d{0,3}(?:[ .-]?\(\d{1,4}\))?[ .-]?\d{1,14}"
-                   r"(?:[ .-]\d{1,10}){0,5}(?!\d)"),
-        re.compile(r"(?<![\w(-])(?:\(\d{3}\) ?|\d{3}[-.])\d{3}[-.]\d{4}(?![\w-])"),
-    ),
-    accept=_digit_count_ok)
-
 CN_MOBILE = PatternDetector(
     name="pii.cn_mobile", type="pii.cn_mobile", action="mask",
     patterns=(re.compile(
-        r"(?<![\d+])(?:(?:\+|00)86[ -]?)?1[3-9]\d(?:\d{8}|[ -]\d{4}[ -]\d{4})(?!\d)"),))
+        r"(?<![0-9A-Za-z_+\-])(?:(?:\+|00)86[ -]?)?1[3-9]\d(?:\d{8}|[ -]\d{4}[ -]\d{4})"
+        r"(?![0-9A-Za-z_\-])"),),
+    accept=lambda m, text: not after_id_word(text, m.start()))
 
 _PROVINCES = frozenset({11, 12, 13, 14, 15, 21, 22, 23, 31, 32, 33, 34, 35, 36, 37, 41, 42, 43,
                         44, 45, 46, 50, 51, 52, 53, 54, 61, 62, 63, 64, 65, 71, 81, 82, 83, 91})
@@ -79,9 +74,18 @@ CN_RESIDENT_ID = PatternDetector(
     accept=_resident_id_ok)
 
 
-def _card_ok(m: re.Match[str], _text: str) -> bool:
+_CARD_WORDS = re.compile(
+    r"(?:card|visa|mastercard|amex|cc|pan|卡号|卡號|信用卡|银行卡|銀行卡|借记卡|储蓄卡)"
+    r"[^0-9\n]{0,20}$", re.IGNORECASE)
+
+
+def _card_ok(m: re.Match[str], text: str) -> bool:
+    """Luhn-valid, or labelled as a card (a mistyped card number is still one)."""
     digits = re.sub(r"[ -]", "", m.group())
-    return 13 <= len(digits) <= 19 and luhn_ok(digits)
+    if not 13 <= len(digits) <= 19:
+        return False
+    labelled = _CARD_WORDS.search(text, max(0, m.start() - 28), m.start()) is not None
+    return labelled or luhn_ok(digits)
 
 
 BANK_CARD = PatternDetector(
@@ -131,4 +135,41 @@ IPV6_ADDRESS = PatternDetector(
     patterns=(re.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![\w:])"),),
     accept=_ipv6_ok)
 
-PII_DETECTORS = (EMAIL, PHONE, CN_MOBILE, CN_RESIDENT_ID, BANK_CARD, IP_ADDRESS, IPV6_ADDRESS)
+# ISO 13616 registry: IBAN length per country (SWIFT's IBAN Registry)
+_IBAN_LENGTHS = {cc: int(n) for cc, n in re.findall(r"([A-Z]{2})(\d\d)", (
+    "AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BR29 BY28 CH21 CR22 CY28 CZ24 DE22 DK18 "
+    "DO28 EE20 EG29 ES24 FI18 FO18 FR27 GB22 GE22 GI23 GL18 GR27 GT28 HR21 HU28 IE22 IL23 "
+    "IQ23 IS26 IT27 JO30 KW30 KZ20 LB28 LC32 LI21 LT20 LU20 LV21 MC27 MD24 ME22 MK19 MR27 "
+    "MT31 MU30 NL18 NO15 PK24 PL28 PS29 PT25 QA29 RO24 RS22 SA24 SC31 SE24 SI19 SK24 SM27 "
+    "ST25 SV28 TL23 TN24 TR26 UA29 VA22 VG24 XK20"))}
+
+
+def iban_ok(compact: str) -> bool:
+    """The registry length of its country and the ISO 7064 MOD 97-10 check (remainder 1)."""
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact):
+        return False
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
+
+
+_IBAN_WORD = re.compile(r"iban[^\n]{0,12}$", re.IGNORECASE)
+
+
+def _iban_ok(m: re.Match[str], text: str) -> bool:
+    """Lower case (a hex id of the right length passes MOD 97 once in 97) only after 'IBAN'."""
+    value = m.group()
+    if not value.isupper() and not _IBAN_WORD.search(text, max(0, m.start() - 16), m.start()):
+        return False
+    return iban_ok(value.replace(" ", "").upper())
+
+
+IBAN = PatternDetector(
+    name="pii.iban", type="pii.iban", action="mask",
+    patterns=(re.compile(  # grouped by 4 (the print format) or unbroken (the electronic one)
+        r"(?<![0-9A-Za-z])(?:[A-Z]{2}\d{2}(?:(?: ?[0-9A-Z]{4}){2,7}(?: ?[0-9A-Z]{1,3})?"
+        r"|[0-9A-Z]{11,30})|[a-z]{2}\d{2}(?:(?: ?[0-9a-z]{4}){2,7}(?: ?[0-9a-z]{1,3})?"
+        r"|[0-9a-z]{11,30}))(?![0-9A-Za-z])"),),
+    accept=_iban_ok)
+
+PII_DETECTORS = (EMAIL, PHONE, CN_MOBILE, CN_RESIDENT_ID, BANK_CARD, IBAN, IP_ADDRESS,
+                 IPV6_ADDRESS, PERSON_NAME, ADDRESS)
