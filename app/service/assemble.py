@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,6 +36,7 @@ from app.core.model import (
     Kind,
     Principal,
     Scope,
+    TaskCheckpoint,
     TurnRequest,
 )
 from app.core.pipeline import PipelineConfig, assemble
@@ -185,8 +186,17 @@ class Assembler:
         now = datetime.now(UTC)
         t_compact = time.perf_counter()
         with stage_span(self._tracer, "ctxgate.compaction"):
-            collected = await self._commit_constraints(principal, scope, req, collected, now)
-            compacted = await self._maybe_compact(principal, scope, req, collected)
+            committed = [collected]
+
+            async def commit() -> TaskCheckpoint | None:
+                # Only before a compaction is made: a turn served the stored view commits
+                # nothing (the next compaction reads the turns since, relied sources included).
+                committed[0] = await self._commit_constraints(principal, scope, req,
+                                                              collected, now)
+                return committed[0].checkpoint
+
+            compacted = await self._maybe_compact(principal, scope, req, collected, commit)
+            collected = committed[0]
         compaction_ms = (time.perf_counter() - t_compact) * 1000
         candidates = self._candidates(scope, req, collected, now, compacted)
         checkpoint = (compacted.checkpoint if compacted is not None else None) \
@@ -244,11 +254,9 @@ class Assembler:
 
     async def _commit_constraints(self, principal: Principal, scope: Scope, req: TurnRequest,
                                   got: Collected, now: datetime) -> Collected:
-        """Before any compaction (the history outgrew its share): commit what constrains,
-        whatever its source (``ConstraintService.before_compaction``)."""
-        if self._constraints is None or self._compactions is None or not got.tail \
-                or not self._compactions.outgrown(sum(c.tokens for c in got.session),
-                                                  session_budget(self._config, req)):
+        """Before a compaction: commit what constrains, whatever its source
+        (``ConstraintService.before_compaction``)."""
+        if self._constraints is None or not got.tail:
             return got
         checkpoint, state = await self._constraints.before_compaction(
             principal=principal, scope=scope, tail=got.tail, checkpoint=got.checkpoint,
@@ -256,7 +264,9 @@ class Assembler:
         return replace(got, checkpoint=checkpoint, state=state)
 
     async def _maybe_compact(self, principal: Principal, scope: Scope, req: TurnRequest,
-                             got: Collected) -> Compacted | None:
+                             got: Collected,
+                             before: Callable[[], Awaitable[TaskCheckpoint | None]]
+                             ) -> Compacted | None:
         """The compacted session layer when the history outgrows ``compact_at`` of its
         budget share (``CompactionService.for_turn``)."""
         if self._compactions is None or scope.session_id is None or not got.tail:
@@ -266,7 +276,8 @@ class Assembler:
                 principal=principal, session_id=scope.session_id, user_id=scope.user_id,
                 task_id=scope.task_id, events=got.tail, owner_user_id=got.session_owner,
                 history_tokens=sum(c.tokens for c in got.session), checkpoint=got.checkpoint,
-                session_budget=session_budget(self._config, req), latest=got.latest)
+                session_budget=session_budget(self._config, req), latest=got.latest,
+                before=before)
         except StaleRevision:  # a concurrent checkpoint write: the turn is served uncompacted
             log.warning("session compaction failed; serving the uncompacted history",
                         exc_info=True)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -278,13 +278,17 @@ class CompactionService:
     async def for_turn(self, *, principal: Principal, session_id: str, user_id: str,
                        task_id: str | None, events: Sequence[SessionEvent],
                        owner_user_id: str | None, history_tokens: int, session_budget: float,
-                       checkpoint: TaskCheckpoint | None, latest: StoredCompaction | None
+                       checkpoint: TaskCheckpoint | None, latest: StoredCompaction | None,
+                       before: Callable[[], Awaitable[TaskCheckpoint | None]] | None = None
                        ) -> Compacted | None:
         """The session layer of a turn whose history (``history_tokens``, of the hot tail
         ``events``) is ``outgrown``: the ``latest`` compaction's view plus the events since,
         while that fits; otherwise a new compaction, waited for at most the turn deadline
         when it calls a model (then the last stored view, else the extractive one). None:
-        serve the history as it is (under the threshold, or nothing to serve)."""
+        serve the history as it is (under the threshold, or nothing to serve).
+        ``before`` runs only when a new compaction is about to be made (commit what
+        constrains first), and gives the checkpoint it builds on: a turn served the stored
+        view pays for neither."""
         threshold = self._compact_at * session_budget
         if not self.outgrown(history_tokens, session_budget):
             return None
@@ -302,6 +306,8 @@ class CompactionService:
                              view=stored, candidates=tuple(layer))
             if _still_fresh(layer, stored, threshold):
                 return self._served(last, "stored", key)
+        if before is not None:
+            checkpoint = await before()
         ask = _Ask(principal=principal, session_id=session_id, user_id=user_id,
                    task_id=task_id, budget_tokens=max(1, int(session_budget)), manual=False,
                    checkpoint=checkpoint, latest=latest)

@@ -22,6 +22,7 @@ facts found in the events, each citing ``session://{sid}/events/{seq}``:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -84,11 +85,16 @@ def _decide(acc: _Acc, cited: str, sentence: str) -> None:
     acc.decisions.append(cited)
 
 
-def constraints_in(text: str, *, ref: str, origin: str) -> list[Constraint]:
+# A pure function of its arguments, asked about the same texts again and again: a session's
+# tail is read before every compaction (ConstraintService) and by every compaction's own
+# commit, each turn the history outgrows its share, and a 4 kB tool result of runbook text
+# costs 10-25 ms to read clause by clause. The memo is bounded and holds no state besides.
+@functools.lru_cache(maxsize=4096)
+def constraints_in(text: str, *, ref: str, origin: str) -> tuple[Constraint, ...]:
     """The constraining sentences of one source, at most ``MAX_CONSTRAINTS_PER_SOURCE``."""
     if not any(p.may_occur(text) for _, p in tx.QUALIFIERS):
-        return []
-    out = []
+        return ()
+    out: list[Constraint] = []
     for s in tx.sentences(text):
         # A clause is a sentence; an unpunctuated run this long is a log or a listing, and
         # held verbatim it would cost the budget more than any clause does.
@@ -99,7 +105,7 @@ def constraints_in(text: str, *, ref: str, origin: str) -> list[Constraint]:
             out.append(constraint(s, kind, source_ref=ref, origin=origin))
             if len(out) == MAX_CONSTRAINTS_PER_SOURCE:
                 break
-    return out
+    return tuple(out)
 
 
 def extract_sources(sources: Sequence[Source]) -> tuple[Constraint, ...]:

@@ -27,6 +27,7 @@ Contract (pure, linear-time, English and Chinese; no clock — ``now`` is passed
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -110,6 +111,7 @@ def kinds_of(sentence: str) -> tuple[str, ...]:
     return tuple(k for k in _ORDER if k in found)
 
 
+@functools.lru_cache(maxsize=32_768)  # pure; asked of the same clauses at every compaction
 def constraint_kind(sentence: str) -> str | None:
     """The kind of a constraining sentence (see the module docstring), else None."""
     kinds = kinds_of(sentence)

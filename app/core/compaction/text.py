@@ -9,6 +9,7 @@ constraint's ``kind``: the most specific restriction wins, the text stays verbat
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 
@@ -76,6 +77,9 @@ def normalized(text: str) -> str:
     return _WS.sub(" ", bare).strip().rstrip(".。!！;；").casefold()
 
 
+# Memoized (a pure function of one sentence): every stage of a compaction (extract, summarize,
+# check) asks it of the same sentences, and each compaction of a session asks it again.
+@functools.lru_cache(maxsize=32_768)
 def qualifier_kinds(sentence: str) -> tuple[str, ...]:
     return tuple(kind for kind, pattern in QUALIFIERS if pattern.search(sentence))
 
