@@ -52,11 +52,11 @@ async def retention_service(settings: Settings) -> AsyncIterator[RetentionServic
 def render(report: RetentionReport, *, as_json: bool) -> str:
     if as_json:
         return json.dumps(asdict(report), indent=2)
-    verb = "would delete" if report.dry_run else "deleted"
+    what = "what a run would delete now (dry run)" if report.dry_run else "deleted"
     width = max(len(t) for t in report.rows)
     lines = [f"{table:<{width}}  {n}" for table, n in report.rows.items()]
     lines.append(f"{report.tenants} tenant(s), {report.batches} batch(es), "
-                 f"{report.duration_s:.2f} s; rows {verb} per table above")
+                 f"{report.duration_s:.2f} s; rows above: {what}")
     if report.skipped:
         return "skipped: another retention run is in progress"
     if report.failed_tenants:

@@ -46,7 +46,7 @@ async def test_dry_run_then_run(pg_owner_url: str, redis_url: str) -> None:
         assert done.returncode == 0, done.stderr
         lines = dict(line.split(maxsplit=1) for line in done.stdout.splitlines()[:6])
         assert lines["manifests"] == "5" and lines["audit_log"] == "0"
-        assert "rows deleted per table" in done.stdout
+        assert "rows above: deleted" in done.stdout
         assert await owner.fetchval(COUNT, tenant) == 2
     finally:
         await owner.close()
