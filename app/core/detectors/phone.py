@@ -30,6 +30,7 @@ import re
 
 import phonenumbers
 
+from app.core.detectors.literals import Factor
 from app.core.guards.safety import Finding
 
 # (region, country code, national trunk prefix). Numbers written with a leading 0 are tried
@@ -120,11 +121,12 @@ def _is_phone(m: re.Match[str], text: str) -> bool:
         return False
     if _DATE.search(value) or _DOTTED_QUAD.fullmatch(value):
         return False
+    groups = _SEPARATOR_RUN.split(value.replace("(0)", " "))
+    if sum(len(g) == 1 for g in groups) > 1:  # 2 7-10 23-25: line ranges
+        return False
     if m.group("intl"):
         return _international(value)
     if _CN_MOBILE.fullmatch(digits):  # pii.cn_mobile's
-        return False
-    if sum(len(g) == 1 for g in _SEPARATOR_RUN.split(value)) > 1:  # 2 7-10 23-25: ranges
         return False
     phone_word = _context(text, m.start(), _PHONE_WORDS)
     if len(digits) > 12 or not (phone_word or _national_shape(value)):
@@ -136,6 +138,8 @@ def _is_phone(m: re.Match[str], text: str) -> bool:
 
 class PhoneDetector:
     name = "pii.phone"
+    # for the prefilter: at most one one-digit group in 8+ digits, so two adjacent digits
+    triggers: tuple[Factor, ...] = (frozenset(f"{i:02d}" for i in range(100)),)
 
     def __call__(self, text: str) -> list[Finding]:
         return [Finding(type="pii.phone", action="mask", start=m.start(), end=m.end())
