@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -20,7 +21,8 @@ from app.adapters.postgres.db import Sql
 from app.adapters.redis.keys import session_key, tail_key
 from app.adapters.redis.session_keys import SESSION_KINDS
 from app.main import Container
-from app.ports import AuditRecord
+from app.ports import AuditRecord, PruneBatch
+from app.service.retention import RetentionPolicy, RetentionService
 from app.settings import Settings
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import turn
@@ -121,6 +123,7 @@ async def test_retention_prunes_old_rows_in_batches_and_keeps_the_rest(
     assert await counts(owner, tenant) == before  # a dry run deletes nothing
     assert await owner.fetchval(old_audit, tenant) == 3
     assert await redis(container).exists(tail) == 1
+    assert container.metrics.retention_last_run._value.get() == 0  # a dry run is no run
     pruned_before = container.metrics.retention_pruned.labels(table="manifests")._value.get()
 
     report = await container.retention.run(tenant_ids=[tenant, other_tenant])
@@ -270,3 +273,41 @@ async def test_runs_do_not_overlap_and_a_pinned_snapshot_goes_with_its_session(
     report = await container.retention.run(tenant_ids=[tenant])
     assert not report.skipped and report.rows["sessions"] == 1
     assert await redis(container).exists(pins) == 0
+
+
+class _FlakyStore:
+    """A fake of the port: tenant "bad" fails mid-run, "good" has one batch of manifests."""
+
+    def __init__(self) -> None:
+        self.left = {"good": 3}
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[bool]:
+        yield True
+
+    async def tenants(self) -> list[str]:
+        return ["bad", "good"]
+
+    async def count(self, **_: Any) -> dict[str, int]:
+        return {}
+
+    async def prune(self, *, tenant_id: str, target: str, older_than_days: int,
+                    max_rows: int) -> PruneBatch:
+        if tenant_id == "bad":
+            raise ConnectionError("store went away")
+        if target == "sessions":
+            n, self.left[tenant_id] = self.left[tenant_id], 0
+            return PruneBatch(rows={"sessions": n}, session_ids=("s1",) if n else ())
+        return PruneBatch(rows={target: 0})
+
+
+class _DownCache:
+    async def drop(self, *, tenant_id: str, session_id: str) -> None:
+        raise ConnectionError("redis down")
+
+
+async def test_a_failing_tenant_or_redis_does_not_stop_the_others() -> None:
+    service = RetentionService(_FlakyStore(), _DownCache(), RetentionPolicy(batch=10))
+    report = await service.run()
+    assert report.failed_tenants == ["bad"] and report.tenants == 2
+    assert report.rows["sessions"] == 3  # pruned; its cached keys left to their TTL
