@@ -69,10 +69,10 @@ PERSON_NAME = PatternDetector(
         re.compile(rf"(?<![A-Za-z])(?:Dear|Hi|Hello) (?P<v>{_FULL}),"),
         re.compile(rf"(?<![A-Za-z])(?:Mr|Mrs|Ms|Miss|Dr|Prof)\.? (?P<v>{_CAP}(?: {_CAP})?)"
                    r"(?![A-Za-z])"),
-        re.compile(r"(?:姓名|联系人|聯絡人|经办人|經辦人|负责人|負責人|收件人|收货人|收貨人|寄件人|持卡人|客户姓名|客戶姓名|"
+        re.compile(r"(?:姓名|联系人|聯絡人|经办人|經辦人|收件人|收货人|收貨人|寄件人|持卡人|客户姓名|客戶姓名|"
                    r"用户姓名|患者|申请人|申請人|乘客|户名|戶名)[ \t]{0,2}[:：]?[ \t]{0,2}"
                    rf"(?P<v>(?:{_DOUBLE_SURNAMES}|[{_SURNAMES}])[\u4e00-\u9fff]{{1,2}})"),
-        re.compile(r"(?:客户|客戶|用户|用戶|联系|聯繫)[ \t]{0,2}[:：][ \t]{0,2}"
+        re.compile(r"(?:客户|客戶|用户|用戶|联系|聯繫|负责人|負責人)[ \t]{0,2}[:：][ \t]{0,2}"
                    rf"(?P<v>(?:{_DOUBLE_SURNAMES}|[{_SURNAMES}])[\u4e00-\u9fff]{{1,2}})"),
         re.compile(rf"(?P<v>(?:{_DOUBLE_SURNAMES}|[{_SURNAMES}])[\u4e00-\u9fff]?)"
                    r"(?:先生|女士|小姐)"),
