@@ -50,12 +50,24 @@ EMAIL = PatternDetector(
     accept=_email_ok)
 
 
+_KEY_BEFORE = re.compile(r"(?<![A-Za-z_])([A-Za-z_]{1,32})=$")
+_PHONE_KEYS = ("phone", "mobile", "tel", "cell", "msisdn", "contact")
+
+
+def _cn_mobile_ok(m: re.Match[str], text: str) -> bool:
+    """Not an id (``span_id=``, 订单号) nor another ``key=`` value (``free=15482871808``)."""
+    key = _KEY_BEFORE.search(text, max(0, m.start() - 33), m.start())
+    if key and not any(w in key.group(1).lower() for w in _PHONE_KEYS):
+        return False
+    return not after_id_word(text, m.start())
+
+
 CN_MOBILE = PatternDetector(
     name="pii.cn_mobile", type="pii.cn_mobile", action="mask",
     patterns=(re.compile(
         r"(?<![0-9A-Za-z_+\-])(?:(?:\+|00)86[ -]?)?1[3-9]\d(?:\d{8}|[ -]\d{4}[ -]\d{4})"
         r"(?![0-9A-Za-z_\-])"),),
-    accept=lambda m, text: not after_id_word(text, m.start()))
+    accept=_cn_mobile_ok)
 
 _PROVINCES = frozenset({11, 12, 13, 14, 15, 21, 22, 23, 31, 32, 33, 34, 35, 36, 37, 41, 42, 43,
                         44, 45, 46, 50, 51, 52, 53, 54, 61, 62, 63, 64, 65, 71, 81, 82, 83, 91})
