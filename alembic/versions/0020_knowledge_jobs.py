@@ -10,7 +10,9 @@ ends, done or failed, and the row itself is deleted after the retention window b
 worker). ``status`` moves pending -> running -> done | failed; ``attempts`` counts claims (a
 job left running by a killed worker is claimed again); ``progress``/``total`` are the chunks
 embedded so far; ``not_before`` is when a job whose embedder failed may be retried.
-``acl_users`` mirrors the document's user ACL so an erasure can find the jobs naming a user.
+``acl_users`` mirrors the document's user ACL so an erasure can find the jobs naming a user;
+``sensitivity`` and ``domain`` mirror its bounds, so a key sees only the jobs of documents it
+could read.
 The worker lists due jobs and deletes expired ones across tenants through definer functions
 (as erasure lists its jobs); the table's RLS is therefore enabled but not forced.
 """
@@ -40,6 +42,8 @@ CREATE TABLE knowledge_jobs (
     error       text,
     document    jsonb,
     acl_users   text[] NOT NULL DEFAULT '{}',
+    sensitivity smallint NOT NULL CHECK (sensitivity BETWEEN 0 AND 3),
+    domain      text,
     not_before  timestamptz NOT NULL DEFAULT now(),
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now(),

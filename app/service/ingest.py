@@ -33,7 +33,7 @@ from app.core.errors import NotFound
 from app.core.model import Principal
 from app.ports import ClaimedIngest, ClientChunk, IngestJob, IngestJobStore, NewDocument
 from app.service.background import KeyedJobs, Poller
-from app.service.knowledge import KnowledgeService
+from app.service.knowledge import KnowledgeService, bounds
 from app.service.pacing import DutyCycle
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,9 @@ class IngestService:
         return job
 
     async def get(self, *, principal: Principal, job_id: str) -> IngestJob:
-        job = await self._store.get(tenant_id=principal.tenant_id, job_id=job_id)
+        # A job of a document the key could not read is absent, as the document would be.
+        job = await self._store.get(tenant_id=principal.tenant_id, job_id=job_id,
+                                    bounds=bounds(principal))
         if job is None:
             raise NotFound("ingest job not found")
         return job

@@ -4,8 +4,9 @@ embeds in batches and writes in one transaction; small texts, client chunks and 
 201; bad input stays a synchronous 422 and never becomes a job; a job left ``running`` by a
 killed worker is resumed by a new one; while a new version is being embedded, turns see the
 old version whole, then the new one whole; a failing embedder means retries with backoff,
-then ``failed``, never a 500; another tenant's job id is the same 404 as a missing one; an
-erasure removes the user from jobs not yet written.
+then ``failed``, never a 500; another tenant's job id is the same 404 as a missing one, and
+so is a job of a document the key could not read; an erasure removes the user from jobs
+not yet written.
 """
 
 from __future__ import annotations
@@ -147,6 +148,12 @@ async def test_another_tenants_job_is_the_same_404_as_a_missing_one(
     assert other.json()["type"] == missing.json()["type"]
     assert (await client.get("/v1/knowledge/jobs/no%20such", headers=bearer(mine))
             ).status_code == 422
+    # A key that could not read the document does not see its job either.
+    public = await make_key(tenant, role="ops", max_data_level="public")
+    elsewhere = await make_key(tenant, role="ops", domains=["billing"])
+    for key in (public, elsewhere):
+        hidden = await client.get(location, headers=bearer(key))
+        assert hidden.status_code == 404 and hidden.json()["type"] == missing.json()["type"]
 
 
 def _document(doc_id: str, version: str) -> NewDocument:

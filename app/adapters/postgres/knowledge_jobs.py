@@ -22,18 +22,22 @@ from typing import Any
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database, Row, Sql
 from app.core.model import Acl, DataLevel, Trust
-from app.ports import ClaimedIngest, IngestJob, NewDocument
+from app.ports import ClaimedIngest, DocumentBounds, IngestJob, NewDocument
 
 _COLS = ("tenant_id, job_id, doc_id, version, status, attempts, progress, total, chunks, "
          "error, not_before, created_at, updated_at")
 _FENCE = "tenant_id = :t AND job_id = :id AND attempts = :a AND status = 'running'"
 _S = {name: Sql(sql) for name, sql in {
     "create": f"""
-INSERT INTO knowledge_jobs (tenant_id, job_id, doc_id, version, status, document, acl_users)
+INSERT INTO knowledge_jobs (tenant_id, job_id, doc_id, version, status, document, acl_users,
+    sensitivity, domain)
 VALUES (:t, :id, :doc_id, :version, 'pending', CAST(:document AS jsonb),
-        CAST(:acl_users AS text[]))
+        CAST(:acl_users AS text[]), :sensitivity, :domain)
 RETURNING {_COLS}""",
-    "get": f"SELECT {_COLS} FROM knowledge_jobs WHERE tenant_id = :t AND job_id = :id",
+    # Within the caller's bounds, as documents are (NULL bounds: any).
+    "get": f"""SELECT {_COLS} FROM knowledge_jobs WHERE tenant_id = :t AND job_id = :id
+AND sensitivity <= :max_level
+AND (CAST(:domains AS text[]) IS NULL OR domain = ANY (CAST(:domains AS text[])))""",
     "open": "SELECT tenant_id, job_id FROM ctxgate_open_knowledge_jobs(:limit)",
     "claim": f"""
 UPDATE knowledge_jobs SET status = 'running', attempts = attempts + 1, progress = 0,
@@ -106,12 +110,17 @@ class PgIngestJobStore:
             row = await conn.one(_S["create"], {
                 "t": tenant_id, "id": uuid.uuid4().hex, "doc_id": document.doc_id,
                 "version": document.version, "document": _encode(document, text),
-                "acl_users": list(document.acl.users)})
+                "acl_users": list(document.acl.users),
+                "sensitivity": int(document.sensitivity), "domain": document.domain})
         return _job(row)
 
-    async def get(self, *, tenant_id: str, job_id: str) -> IngestJob | None:
+    async def get(self, *, tenant_id: str, job_id: str, bounds: DocumentBounds | None = None
+                  ) -> IngestJob | None:
+        limit = {"max_level": int(DataLevel.SECRET), "domains": None} if bounds is None else {
+            "max_level": int(bounds.max_level),
+            "domains": None if bounds.domains is None else list(bounds.domains)}
         async with self._db.read_tx(tenant_id) as conn:
-            row = await conn.fetchrow(_S["get"], {"t": tenant_id, "id": job_id})
+            row = await conn.fetchrow(_S["get"], {"t": tenant_id, "id": job_id, **limit})
         return None if row is None else _job(row)
 
     async def open_jobs(self, *, limit: int) -> list[tuple[str, str]]:
