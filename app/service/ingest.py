@@ -9,12 +9,13 @@ checks happen before either, so bad input never becomes a job.
 The worker (``IngestWorker``, a ``Poller``) claims due jobs, at most ``jobs_max`` at once per
 process, each as a background task: ``KnowledgeService.ingest_paced`` chunks the text off the
 event loop and embeds ``batch`` chunks per model call; after each batch the job records its
-progress (which also renews its lease) and rests by the ``DutyCycle``, so turns keep most of
-the CPU the model shares with them. The version is written in one transaction at the end, as
-a synchronous ingest writes it: a search sees the old version or the new one, never part of
-one. A worker killed mid-job leaves it ``running``; once the lease (``lease_s``) lapses any
-worker claims it again and starts over -- rewriting a version is idempotent -- and a worker
-that lost its lease can no longer change the job (its writes are fenced by attempt).
+progress (which also renews its lease: a batch must take less than ``lease_s``) and rests
+by the ``DutyCycle``, so turns keep most of the CPU the model shares with them. The version
+is written in one transaction at the end, as a synchronous ingest writes it: a search sees
+the old version or the new one, never part of one. A worker killed mid-job leaves it
+``running``; once the lease (``lease_s``) lapses any worker claims it again and starts over
+-- rewriting a version is idempotent -- and a worker that lost its lease can no longer
+change the job (its writes are fenced by attempt).
 
 A failed attempt (the embedder down, the database restarting) puts the job back to
 ``pending`` with its error and a retry time (``RETRY_BASE_S`` doubling to ``RETRY_MAX_S``);
@@ -51,7 +52,7 @@ def retry_delay(attempts: int) -> float:
 class IngestService:
     def __init__(self, store: IngestJobStore, knowledge: KnowledgeService, *,
                  sync_chunks: int = 4, batch: int = 16, jobs_max: int = 1,
-                 pace: DutyCycle | None = None, attempts_max: int = 6, lease_s: float = 60.0,
+                 pace: DutyCycle | None = None, attempts_max: int = 6, lease_s: float = 120.0,
                  retention_s: float = 86_400.0,
                  timer: Callable[[], float] = time.monotonic) -> None:
         self._store = store

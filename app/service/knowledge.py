@@ -118,8 +118,8 @@ class KnowledgeService:
                            progress: Callable[[int, int], Awaitable[None]]) -> int:
         """``ingest`` of one text, made to share the CPU: chunked off the event loop, then
         embedded ``batch`` chunks per ``embed_passages`` call, each batch counted and scanned
-        as one ``pace`` step (the step rests after it, so turns keep most of the CPU), and
-        ``await progress(done, total)`` after every batch (raising there abandons the
+        and ``await progress(done, total)`` reported as one ``pace`` step (the step rests
+        after it, so turns keep most of the CPU; raising in ``progress`` abandons the
         ingest). Nothing is written until every chunk is embedded; then the version is
         written in one transaction, exactly as ``ingest`` writes it. Returns the chunk
         count."""
@@ -129,11 +129,11 @@ class KnowledgeService:
         chunks: list[NewChunk] = []
         for start in range(0, len(texts), batch):
             part = texts[start:start + batch]
-            async with pace.step():
+            async with pace.step():  # progress inside: reported before the rest, not after
                 vectors = await self._embedder.embed_passages(part)
                 chunks += [self._chunk(start + i, t, v, model)
                            for i, (t, v) in enumerate(zip(part, vectors, strict=True))]
-            await progress(len(chunks), len(texts))
+                await progress(len(chunks), len(texts))
         return await self._store.upsert(tenant_id=tenant_id,
                                         document=replace(document, chunks=tuple(chunks)))
 
