@@ -7,7 +7,8 @@ the ISO 13616 check from registry-shaped BBANs, labelled names, postal addresses
 hard negatives (UUIDs, SHAs, trace ids, order and invoice numbers, timestamps, dates,
 versions, SKUs, placeholders). A positive is recalled for a type when a finding of that type
 is reported on it; a negative (``expect: []``) is a false positive when any ``pii.*`` finding
-is. Reproduce the table with
+is. Cases whose note says "not claimed" (names with no label) are scored on their own row and
+not held to the recall floor. Reproduce the table with
 
     python -m tests.unit.test_pii_eval
 """
@@ -22,6 +23,7 @@ from tests.unit.test_detectors_eval import DATA, load_cases
 
 PII_CASES = DATA / "pii.jsonl"
 RECALL, FPR = 0.95, 0.02
+UNCLAIMED = "not claimed"  # e.g. a name in prose: no label, no NER model (docs/detectors.md)
 
 
 def pii_types(text: str) -> set[str]:
@@ -43,9 +45,11 @@ def rows(cases: list[dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], tuple
             if found:
                 misses.append(f"FP {c['id']}: {c['text'][:70]!r} got {sorted(found)}")
         for t in c["expect"]:
+            if UNCLAIMED in c["note"]:
+                t += f" ({UNCLAIMED})"  # scored and shown, not asserted
             per_type[t] += 1
-            hit[t] += t in found
-            if t not in found:
+            hit[t] += t.split(" ")[0] in found
+            if t.split(" ")[0] not in found:
                 misses.append(f"FN {c['id']} {t}: {c['text'][:70]!r} got {sorted(found)}")
     return {t: (per_type[t], hit[t]) for t in sorted(per_type)}, (negatives, flagged), misses
 
@@ -72,8 +76,8 @@ def test_pii_recall_per_type_and_false_positive_rate() -> None:
     per_type, (neg, flagged), misses = rows(cases)
     detail = table(cases) + "\n" + "\n".join(misses)
     assert flagged / neg <= FPR, detail
-    for n, k in per_type.values():
-        assert k / n >= RECALL, detail
+    for t, (n, k) in per_type.items():
+        assert UNCLAIMED in t or k / n >= RECALL, detail
 
 
 if __name__ == "__main__":

@@ -28,11 +28,17 @@ from app.core.detectors.base import PatternDetector
 
 _CAP = r"[A-ZÀ-Ý][a-zß-ÿ'’\-]{1,20}"
 _FULL = rf"{_CAP}(?: [A-Z]\.)?(?: (?:van |von |de |da |di |del |le |O')?{_CAP}){{1,2}}"
-_NOT_NAMES = frozenset({
+_NOT_NAMES = frozenset({  # capitalised words after a name label that name no person
     "Customer", "Sir", "Madam", "Team", "Support", "All", "Colleagues", "User", "Valued",
     "Hiring", "Admin", "Friends", "Member", "Members", "Client", "Partner", "Partners", "Set",
     "Run", "Build", "Install", "Check", "Deploy", "Test", "Tests", "Upload", "Update", "Create",
-    "Add", "Use", "Get", "The", "New", "Release", "Publish", "Setup", "Cache", "Lint"})
+    "Add", "Use", "Get", "The", "New", "Release", "Publish", "Setup", "Cache", "Lint",
+    "Staging", "Production", "Prod", "Dev", "Demo", "Sandbox", "Cluster", "Server", "Service",
+    "Default", "Main", "Primary", "Backup", "Database", "Node", "Worker", "Pipeline", "Project",
+    "Group", "Instance", "Bucket", "Queue", "Topic", "App", "Application", "Web", "Frontend",
+    "Backend", "System", "Root", "Guest", "Anonymous", "Unknown", "Example", "Sample", "Robot",
+    "Bot", "Account", "Sales", "Billing", "Office", "Department", "Desk", "Center", "Centre",
+    "Suite", "Runner", "Job", "Task", "Report", "Dashboard", "Store", "Shop", "Bank"})
 # 120 most common Chinese surnames (single character) and the common double ones
 _SURNAMES = ("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡"
              "余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯"
@@ -46,7 +52,7 @@ _DOUBLE_SURNAMES = "欧阳|司马|诸葛|上官|东方|皇甫|令狐|慕容|尉�
 
 
 def _name_ok(m: re.Match[str], _text: str) -> bool:
-    return m.group("v").split(" ", 1)[0] not in _NOT_NAMES
+    return _NOT_NAMES.isdisjoint(m.group("v").split(" "))
 
 
 PERSON_NAME = PatternDetector(
