@@ -50,6 +50,7 @@ from ctxgate_client.models import (
     DocumentIn,
     DocumentIngested,
     DocumentList,
+    EmbeddingsReport,
     Erasure,
     ErasureAccepted,
     Event,
@@ -536,6 +537,12 @@ class AsyncCtxgateClient:
             idempotent=True,
             body=body(require_assertion=require_assertion, algorithm=algorithm, key=key,
                       issuer=issuer, audience=audience)))
+
+    async def embeddings_report(self) -> EmbeddingsReport:
+        """GET /v1/admin/embeddings: per table, vectors current / stale / client-supplied /
+        pending against the configured embedder, and whether re-embedding runs."""
+        return await self._send(Call(method="GET", path="/v1/admin/embeddings",
+                                     read=model(EmbeddingsReport), idempotent=True))
 
     async def get_tenant_settings(self, tenant_id: str) -> TenantSettings:
         """GET /v1/admin/tenants/{tenant}/settings: the tenant's defaults for its turns."""

@@ -51,6 +51,7 @@ from ctxgate_client.models import (
     DocumentIn,
     DocumentIngested,
     DocumentList,
+    EmbeddingsReport,
     Erasure,
     ErasureAccepted,
     Event,
@@ -537,6 +538,12 @@ class CtxgateClient:
             idempotent=True,
             body=body(require_assertion=require_assertion, algorithm=algorithm, key=key,
                       issuer=issuer, audience=audience)))
+
+    def embeddings_report(self) -> EmbeddingsReport:
+        """GET /v1/admin/embeddings: per table, vectors current / stale / client-supplied /
+        pending against the configured embedder, and whether re-embedding runs."""
+        return self._send(Call(method="GET", path="/v1/admin/embeddings",
+                                     read=model(EmbeddingsReport), idempotent=True))
 
     def get_tenant_settings(self, tenant_id: str) -> TenantSettings:
         """GET /v1/admin/tenants/{tenant}/settings: the tenant's defaults for its turns."""

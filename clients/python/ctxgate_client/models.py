@@ -525,6 +525,23 @@ class KeyList(Out):
     keys: list[KeyInfo]
 
 
+class EmbeddingCounts(Out):
+    current: int
+    stale: int
+    client: int
+    client_stale: int
+    pending: int
+
+
+class EmbeddingsReport(Out):
+    """GET /v1/admin/embeddings: stored vectors against the configured embedder."""
+
+    embedder: str
+    legacy_embedder: str
+    running: bool
+    tables: dict[str, EmbeddingCounts]
+
+
 class TenantSettings(Out):
     default_session_visibility: str
 
