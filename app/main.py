@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -254,6 +255,7 @@ class Container:
             audit_days=settings.audit_retention_days,
             sessions_days=settings.session_retention_days,
             knowledge_days=settings.knowledge_superseded_retention_days,
+            replay_days=max(1, math.ceil(settings.replay_ttl_s / 86_400)),
             batch=settings.retention_batch), metrics=metrics)
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,

@@ -56,7 +56,7 @@ COMPACTION_FAILURES = ("timeout", "unreachable", "http_status", "bad_response", 
 COMPACTION_VIEWS = ("new", "stored", "extractive", "reference")
 # The tables the retention job reports (app.service.retention).
 RETENTION_TABLES = ("manifests", "audit_log", "sessions", "session_events",
-                    "knowledge_documents", "knowledge_chunks")
+                    "knowledge_documents", "knowledge_chunks", "manifest_replays")
 # Tokens one section holds in one turn.
 TOKEN_BUCKETS = (0, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 

@@ -695,8 +695,9 @@ class SummarizerError(Exception):
 
 # Retention (app.service.retention, docs/retention.md): what each target prunes, by the
 # tables it reports. ``sessions`` removes idle sessions whole (their events cascade);
-# ``knowledge`` removes superseded versions (their chunks cascade).
-RetentionTarget = Literal["manifests", "audit_log", "sessions", "knowledge"]
+# ``knowledge`` removes superseded versions (their chunks cascade); ``replays`` clears the
+# responses kept with manifests for a retried turn_id (envelope content) past the replay window.
+RetentionTarget = Literal["manifests", "audit_log", "sessions", "knowledge", "replays"]
 
 
 @dataclass(frozen=True, slots=True)

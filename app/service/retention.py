@@ -42,11 +42,15 @@ class RetentionPolicy:
     audit_days: int = 365
     sessions_days: int = 90
     knowledge_days: int = 30
+    replay_days: int = 1  # the replay window (replay_ttl_s) in whole days, rounded up
     batch: int = 1000
 
     def targets(self) -> tuple[tuple[RetentionTarget, int], ...]:
-        return (("manifests", self.manifests_days), ("audit_log", self.audit_days),
-                ("sessions", self.sessions_days), ("knowledge", self.knowledge_days))
+        # Replays first: a dry run then counts what the run does (an old manifest's stored
+        # response is cleared, then the manifest goes).
+        return (("replays", self.replay_days), ("manifests", self.manifests_days),
+                ("audit_log", self.audit_days), ("sessions", self.sessions_days),
+                ("knowledge", self.knowledge_days))
 
 
 @dataclass(slots=True)

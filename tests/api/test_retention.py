@@ -117,7 +117,7 @@ async def test_retention_prunes_old_rows_in_batches_and_keeps_the_rest(
 
     dry = await container.retention.run(dry_run=True, tenant_ids=[tenant])
     assert dry.rows == {"manifests": 3, "audit_log": 3, "sessions": 1, "session_events": 5,
-                        "knowledge_documents": 1,
+                        "knowledge_documents": 1, "manifest_replays": 3,
                         "knowledge_chunks": dry.rows["knowledge_chunks"]}
     assert dry.rows["knowledge_chunks"] >= 1
     assert await counts(owner, tenant) == before  # a dry run deletes nothing
@@ -128,9 +128,9 @@ async def test_retention_prunes_old_rows_in_batches_and_keeps_the_rest(
 
     report = await container.retention.run(tenant_ids=[tenant, other_tenant])
     assert report.rows == dry.rows and not report.failed_tenants
-    # Batches of 2: manifests 2+1+0, audit 2+1+0, sessions 1+0, knowledge 1+0; then one
-    # empty batch per target of the other tenant.
-    assert report.batches == 3 + 3 + 2 + 2 + 4
+    # Batches of 2: stored responses 2+1+0, manifests 2+1+0, audit 2+1+0, sessions 1+0,
+    # knowledge 1+0; then one empty batch per target of the other tenant.
+    assert report.batches == 3 + 3 + 3 + 2 + 2 + 5
     after = await counts(owner, tenant)
     assert after == {**before, "manifests": 1, "sessions": 1, "session_events": 2,
                      "knowledge_documents": 2,

@@ -19,6 +19,8 @@ Ages are whole days before the database's ``now()``: one clock for every worker.
   long transaction of many.
 - ``knowledge``: a version that is not current and was superseded (a newer version of the
   document was created) longer ago than the age; its chunks cascade.
+- ``replays``: the response kept with a manifest for a retried ``turn_id`` (migration 0019)
+  is cleared past the replay window; the manifest itself stays for its own age.
 """
 
 # ruff: noqa: S608 - the SQL joins constant fragments only; every value is a bind parameter
@@ -50,6 +52,9 @@ SELECT count(*) AS audit_log FROM audit_log WHERE tenant_id = :t AND at < {_AGO}
 SELECT (SELECT count(*) FROM sessions WHERE {_STALE_SESSIONS}) AS sessions,
        (SELECT count(*) FROM session_events e WHERE e.tenant_id = :t AND e.session_id IN (
             SELECT session_id FROM sessions WHERE {_STALE_SESSIONS})) AS session_events"""),
+    "replays": Sql(f"""
+SELECT count(*) AS manifest_replays FROM manifests
+WHERE tenant_id = :t AND replay IS NOT NULL AND created_at < {_AGO}"""),
     "knowledge": Sql(f"""
 WITH d AS (SELECT d.doc_id, d.version FROM knowledge_documents d WHERE {_SUPERSEDED})
 SELECT (SELECT count(*) FROM d) AS knowledge_documents,
@@ -92,6 +97,15 @@ SELECT (SELECT count(*) FROM gone) AS sessions,
        (SELECT count(*) FROM session_events e JOIN batch b ON e.session_id = b.session_id
         WHERE e.tenant_id = :t) AS session_events,
        (SELECT coalesce(array_agg(session_id ORDER BY session_id), '{{}}') FROM gone) AS ids"""),
+    # The manifest stays (its own retention): only the stored response, content and all, goes.
+    "replays": Sql(f"""
+WITH picked AS MATERIALIZED (
+    SELECT turn_id FROM manifests WHERE tenant_id = :t AND replay IS NOT NULL
+      AND created_at < {_AGO} ORDER BY created_at LIMIT :n FOR UPDATE SKIP LOCKED),
+cleared AS (
+    UPDATE manifests m SET replay = NULL FROM picked p
+    WHERE m.tenant_id = :t AND m.turn_id = p.turn_id RETURNING 1)
+SELECT count(*) AS manifest_replays FROM cleared"""),
     "knowledge": Sql(f"""
 WITH picked AS MATERIALIZED (
     SELECT d.doc_id, d.version FROM knowledge_documents d WHERE {_SUPERSEDED}
