@@ -39,11 +39,14 @@ DERIVED = ("Embeddings (vector columns) and full-text rows (tsvector columns) ar
            "memories): deleting those rows deleted them; no separate index holds content.")
 RETAINED = [
     {"what": "audit record erasure.completed", "why": "proof that the erasure ran; it names "
-     "the requesting key and the tombstone, never the user id"},
-    {"what": "manifests of the user's turns (user id tombstoned)", "why": "they hold refs, "
-     "token counts and content hashes, no content; kept for the tenant's audit trail"},
+     "the requesting key and the tombstone, never the user id; kept for the audit "
+     "retention (audit_retention_days, docs/retention.md)"},
+    {"what": "manifests of the user's turns (user id tombstoned, stored responses cleared)",
+     "why": "they hold refs, token counts and content hashes, no content; kept for the "
+     "manifest retention (manifest_retention_days) as the tenant's audit trail"},
     {"what": "audit records of the user's turns (user id tombstoned)", "why": "permission "
-     "decisions stay auditable; refs name documents, not their content"},
+     "decisions stay auditable; refs name documents, not their content; kept for the audit "
+     "retention"},
     {"what": "team memories the user owned (owner tombstoned)", "why": "a team fact belongs "
      "to the team; its statement stays, its link to the user does not"},
     {"what": "knowledge documents shared with others (user removed from the ACL)", "why":
