@@ -349,7 +349,8 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         app.state.container = owned
         owned.erasure_worker.start()  # resumes jobs a crash left open, then polls
         owned.ingest_worker.start()  # the same for ingest jobs
-        owned.reembedder.start()  # re-embeds what another embedder made, if anything
+        if settings.reembed_enabled:
+            owned.reembedder.start()  # re-embeds what another embedder made, if anything
         # Not in the tests' path above: a run walks every tenant of the shared test database.
         if settings.retention_enabled:
             owned.retention_worker.start()

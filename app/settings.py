@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     # batches (docs/embeddings.md). The duty and pause also pace the embedding of appended
     # session events (app/service/recall.py): every background embedding shares the model's
     # CPU with turns.
+    # Off: nothing is re-embedded; another embedder's vectors stay out of vector search (a
+    # server sharing a database it does not own, such as the ingest benchmark's).
+    reembed_enabled: bool = True
     reembed_batch: int = Field(default=16, ge=1, le=256)
     reembed_duty: float = Field(default=0.5, gt=0, le=1)
     reembed_pause_ms: int = Field(default=50, ge=0)

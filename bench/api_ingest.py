@@ -100,9 +100,11 @@ def server_env(embedder: str) -> Iterator[dict[str, str]]:
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
+        # The endpoint counts what the measured writes embedded: the server must not re-embed
+        # the rest of the database (another model made it) on the side.
         yield {"CTXGATE_EMBEDDER": "openai", "CTXGATE_EMBEDDING_DIM": str(DIM),
                "CTXGATE_OPENAI_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-               "CTXGATE_OPENAI_EMBEDDING_MODEL": "instant"}
+               "CTXGATE_OPENAI_EMBEDDING_MODEL": "instant", "CTXGATE_REEMBED_ENABLED": "false"}
     finally:
         httpd.shutdown()
         httpd.server_close()
