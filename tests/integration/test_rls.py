@@ -134,9 +134,11 @@ async def test_app_role_is_plain_and_cannot_read_keys(db: Database) -> None:
     with pytest.raises(asyncpg.PostgresError, match="permission denied"):
         async with db.unscoped_tx() as conn:
             await conn.execute(Sql("SELECT * FROM api_keys"))
+    # The audit log is append-only for the app role: retention prunes it through a definer
+    # function with an age floor (migration 0021), never by a DELETE of its own.
     with pytest.raises(asyncpg.PostgresError, match="permission denied"):
         async with db.tenant_tx("t") as conn:
-            await conn.execute(Sql("DELETE FROM manifests"))
+            await conn.execute(Sql("DELETE FROM audit_log"))
 
 
 async def test_adapter_sql_alone_isolates_tenants(
@@ -146,7 +148,8 @@ async def test_adapter_sql_alone_isolates_tenants(
     await seed(db, other_tenant)
     q = KnowledgeQuery(tenant_id=tenant, user_id="alice", groups=(), domain=None,
                        max_level=DataLevel.SECRET, now=NOW, embedding=None, text="", k=50)
-    visible = {**knowledge.visible_params(q), "k": 50}
+    # One embedding space for all (None): this test is about tenants, not embedders.
+    visible = {**knowledge.visible_params(q), "k": 50, "spaces": None, "legacy": None}
     vector = "[" + ",".join(["1"] + ["0"] * 383) + "]"
     key = {"tenant_id": tenant, "session_id": "s1"}
     statements: list[tuple[str, dict[str, Any]]] = [
