@@ -41,6 +41,12 @@ class TaskService:
         latest = await self._store.get(tenant_id=tenant_id, task_id=checkpoint.task_id)
         if latest is not None and latest.user_id != checkpoint.user_id:
             raise NotFound(f"no task {checkpoint.task_id!r}")
+        if expected_revision == 0 and latest is not None and self._live(latest) is None:
+            # The writer saw no checkpoint because the stored one is past its retention (it
+            # reads as absent): this write is the task's next revision, not a conflict. A
+            # compaction building on an expired checkpoint otherwise failed with a stale
+            # revision at every turn, and never stored its view.
+            expected_revision = latest.revision
         admission = Admission(max_level=principal.max_data_level, domains=principal.domains)
         admission = admission.narrow(latest.admission if latest else None)
         if checkpoint.parent_task_id is not None:
