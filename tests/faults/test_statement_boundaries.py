@@ -9,7 +9,6 @@ re-versioning, task checkpoints and memory writes still need the same loop."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -46,7 +45,7 @@ class _Killer:
 
 
 @pytest.fixture
-def killer(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Killer]:
+def killer(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> _Killer:
     assert settings.database_url is not None
     k = _Killer(settings.database_url)
     for name in ("fetch", "fetchrow", "fetchval", "execute"):
@@ -57,7 +56,7 @@ def killer(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Kil
             return await _o(self, *a, **kw)
 
         monkeypatch.setattr(db.Tx, name, wrapped)
-    yield k
+    return k
 
 
 @pytest.mark.xfail(reason=(
