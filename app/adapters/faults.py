@@ -22,8 +22,12 @@ POSTGRES_FAULTS: tuple[type[Exception], ...] = (
     asyncpg.exceptions.TooManyConnectionsError,  # 53300: another service took the slots
     asyncpg.exceptions.ConnectionDoesNotExistError,  # the connection died mid-statement
     # A pooled connection whose server died while an operation was in flight is left with
-    # that operation "in progress" (asyncpg's protocol state): the next use on it fails so.
+    # that operation "in progress" (asyncpg's protocol state): the next use on it fails so;
+    # and the pool may hand out a proxy of a connection it already took back after a kill
+    # ("released back to the pool", tests/faults/test_statement_boundaries.py). Both are the
+    # aftermath of a lost server connection; the retry gets a fresh one.
     asyncpg.exceptions.InternalClientError,
+    asyncpg.InterfaceError,
 )
 REDIS_FAULTS: tuple[type[Exception], ...] = (
     redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError)

@@ -59,11 +59,6 @@ def killer(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> _Killer:
     return k
 
 
-@pytest.mark.xfail(reason=(
-    "open finding: after a backend killed under connection() (the key lookup, k=1) the next "
-    "request's key lookup raises asyncpg InterfaceError 'connection has been released back "
-    "to the pool', which is not classified as a store fault and escapes as a 500"),
-    strict=False)
 async def test_event_append_is_whole_or_absent_at_every_statement(
         settings: Settings, tenant: str, killer: _Killer) -> None:
     container = await Container.open(settings)
