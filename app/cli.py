@@ -1,8 +1,15 @@
 """The ``ctxgate`` command: serve, demo, migrate, keys, bench and the runtime integrations.
 
-With neither ``CTXGATE_DATABASE_URL`` nor ``CTXGATE_REDIS_URL`` set, ``serve`` and ``demo``
-run on the embedded default (PostgreSQL with pgvector and a Redis-compatible server under
-``CTXGATE_DATA_DIR``), started here and stopped on exit; with both set they start nothing.
+With no database URL (``CTXGATE_APP_DATABASE_URL``, ``CTXGATE_DATABASE_URL``) and no
+``CTXGATE_REDIS_URL`` set, ``serve`` and ``demo`` run on the embedded default (PostgreSQL with
+pgvector and a Redis-compatible server under ``CTXGATE_DATA_DIR``), started here and stopped
+on exit; with both set they start nothing.
+
+Migrations run as the owner (``CTXGATE_DATABASE_URL``); everything else connects as the app
+role. ``ctxgate migrate`` always migrates; the other commands only when asked
+(``CTXGATE_MIGRATE_ON_START``, ``serve --migrate``) or on the embedded stores, whose database
+this process owns (so a fresh machine's ``ctxgate demo`` or ``ctxgate serve`` just works). A
+deployment migrates once, apart from its serving replicas (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -41,33 +48,59 @@ def _admin_token(settings: Settings) -> Settings:
 
 @contextlib.contextmanager
 def stores(settings: Settings, *, redis: bool = True) -> Iterator[Settings]:
-    """Yield settings with live store URLs, starting the embedded default when needed."""
-    have_db, have_redis = settings.database_url is not None, settings.redis_url is not None
+    """Yield settings with live store URLs, starting the embedded default when needed. The
+    embedded database is this process's own: it migrates on start unless
+    ``CTXGATE_MIGRATE_ON_START`` is false."""
+    have_db = settings.database_url is not None or settings.app_database_url is not None
+    have_redis = settings.redis_url is not None
     if have_db and (have_redis or not redis):
         yield settings
         return
     if have_db != have_redis and redis:
-        sys.exit("set both CTXGATE_DATABASE_URL and CTXGATE_REDIS_URL, or neither "
-                 "(for the embedded default)")
+        sys.exit("set a database URL (CTXGATE_APP_DATABASE_URL or CTXGATE_DATABASE_URL) and "
+                 "CTXGATE_REDIS_URL, or neither (for the embedded default)")
+    owned = {"migrate_on_start": settings.migrate_on_start is not False}
     if not redis:
         pg = EmbeddedPostgres(settings.data_dir.resolve() / "pg")
         url = pg.start()
         try:
-            yield settings.model_copy(update={"database_url": url})
+            yield settings.model_copy(update={"database_url": url, **owned})
         finally:
             pg.stop()
         return
     with EmbeddedStores(settings.data_dir) as urls:
-        yield _admin_token(settings.model_copy(
-            update={"database_url": urls.database_url, "redis_url": urls.redis_url}))
+        yield _admin_token(settings.model_copy(update={
+            "database_url": urls.database_url, "redis_url": urls.redis_url, **owned}))
 
 
-def migrate(settings: Settings) -> None:
+def migrate(settings: Settings) -> str | None:
+    """Migrate as the owner; the revision found before (None: a fresh database)."""
     from app.adapters.postgres.migrate import upgrade
 
-    assert settings.database_url is not None
+    if settings.database_url is None:
+        sys.exit("migrating needs the owner's CTXGATE_DATABASE_URL; the app role's "
+                 "(CTXGATE_APP_DATABASE_URL) may not change the schema")
     password = settings.app_db_password.get_secret_value() if settings.app_db_password else None
-    upgrade(settings.database_url, app_role=settings.app_db_role, app_password=password)
+    return upgrade(settings.database_url, app_role=settings.app_db_role, app_password=password)
+
+
+def migrate_if_asked(settings: Settings) -> None:
+    if settings.migrate_on_start:
+        migrate(settings)
+
+
+def serving(settings: Settings) -> Settings:
+    """``settings`` as the server keeps them: the app role's URL and not the owner's, checked
+    to reach a migrated schema as an unprivileged role."""
+    from app.adapters.postgres.db import service_url
+    from app.adapters.postgres.migrate import NotServable, check_serving
+
+    url = service_url(settings)
+    try:
+        check_serving(url)
+    except NotServable as exc:
+        sys.exit(f"ctxgate serve: {exc}")
+    return settings.model_copy(update={"app_database_url": url, "database_url": None})
 
 
 # Longer than a client's idle-connection expiry (httpx: 5 s, uvicorn's default here too): with
@@ -81,9 +114,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     from app.main import create_app
 
-    with stores(Settings()) as settings:
-        migrate(settings)
-        if settings.database_url and settings.admin_token and \
+    asked = Settings()
+    if args.migrate:
+        asked = asked.model_copy(update={"migrate_on_start": True})
+    with stores(asked) as owned:
+        migrate_if_asked(owned)
+        settings = serving(owned)
+        if owned.database_url and settings.admin_token and \
                 os.environ.get("CTXGATE_ADMIN_TOKEN") is None:
             print(f"admin token: {settings.data_dir / 'admin_token'}", file=sys.stderr)
         if args.workers == 1:
@@ -103,7 +140,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         metrics_dir.mkdir(parents=True, exist_ok=True)
         for stale in metrics_dir.glob("*.db"):  # a previous run's counts are not this run's
             stale.unlink()
-        for name, value in (("CTXGATE_DATABASE_URL", settings.database_url),
+        os.environ.pop("CTXGATE_DATABASE_URL", None)  # workers never hold the owner's URL
+        for name, value in (("CTXGATE_APP_DATABASE_URL", settings.app_database_url),
                             ("CTXGATE_REDIS_URL", settings.redis_url),
                             ("CTXGATE_ADMIN_TOKEN", settings.admin_token.get_secret_value()
                              if settings.admin_token else None)):
@@ -115,9 +153,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:
+    from app.adapters.postgres.migrate import head
+
     with stores(Settings(), redis=False) as settings:
-        migrate(settings)
-        print("migrations applied")
+        before = migrate(settings)
+    print(f"schema already at {head()}" if before == head()
+          else f"migrations applied: {before or 'empty database'} -> {head()}")
 
 
 def cmd_keys_create(args: argparse.Namespace) -> None:
@@ -132,7 +173,7 @@ def cmd_keys_create(args: argparse.Namespace) -> None:
                 domains=tuple(args.domain) if args.domain else None, name=args.name))
 
     with stores(Settings(), redis=False) as settings:
-        migrate(settings)
+        migrate_if_asked(settings)
         key_id, api_key = asyncio.run(run(settings))
     # --quiet prints the secret alone, so a shell can capture it: KEY=$(ctxgate keys create ...)
     print(api_key if args.quiet else f"key_id  {key_id}\napi_key {api_key}")
@@ -147,7 +188,7 @@ def cmd_keys_list(args: argparse.Namespace) -> None:
             return await keys.list_keys(args.tenant)
 
     with stores(Settings(), redis=False) as settings:
-        migrate(settings)
+        migrate_if_asked(settings)
         found = asyncio.run(run(settings))
     if found or args.json:
         print((render_json if args.json else render_table)(found))
@@ -165,7 +206,7 @@ def cmd_keys_revoke(args: argparse.Namespace) -> None:
             await keys.revoke(args.key_id)
 
     with stores(Settings(), redis=False) as settings:
-        migrate(settings)
+        migrate_if_asked(settings)
         try:
             asyncio.run(run(settings))
         except NotFound:
@@ -182,7 +223,7 @@ def cmd_retention_run(args: argparse.Namespace) -> None:
             return await service.run(dry_run=args.dry_run, tenant_ids=args.tenant or None)
 
     with stores(Settings()) as settings:
-        migrate(settings)
+        migrate_if_asked(settings)
         report = asyncio.run(run(settings))
     print(render(report, as_json=args.json))
     if report.failed_tenants:
@@ -193,7 +234,7 @@ def cmd_demo(_: argparse.Namespace) -> None:
     from app.demo import run_demo
 
     with stores(Settings()) as settings:
-        migrate(settings)
+        migrate_if_asked(settings)
         asyncio.run(run_demo(settings))
 
 
@@ -292,6 +333,9 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="port (default: %(default)s)")
     serve.add_argument("--workers", type=int, default=1,
                        help="worker processes (/metrics sums them)")
+    serve.add_argument("--migrate", action="store_true",
+                       help="apply migrations first, as the owner (CTXGATE_DATABASE_URL); the "
+                       "embedded default always does (CTXGATE_MIGRATE_ON_START)")
     serve.set_defaults(func=cmd_serve)
     sub.add_parser("demo", help="seed tenants acme and globex and walk through one turn",
                    description="Seeds tenants acme and globex (knowledge, a session, a task "

@@ -25,7 +25,7 @@ from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.bundles import PgBundleStore
 from app.adapters.postgres.chunk_refs import PgChunkReader
 from app.adapters.postgres.compactions import PgCompactionStore
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, service_url
 from app.adapters.postgres.embeddings import PgEmbeddingStore
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
 from app.adapters.postgres.keys import PgKeyStore
@@ -148,12 +148,9 @@ class Container:
     @classmethod
     async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Container:
         """The object graph; ``embedder`` replaces the configured one (tests)."""
-        if settings.database_url is None or settings.redis_url is None:
-            raise ValueError("database_url and redis_url must be set (see app.cli serve)")
-        password = settings.app_db_password.get_secret_value() if settings.app_db_password \
-            else None
-        db = await Database.open(settings.database_url, role=settings.app_db_role,
-                                 password=password, pool_size=settings.db_pool_size,
+        if settings.redis_url is None:
+            raise ValueError("redis_url must be set (see app.cli serve)")
+        db = await Database.open(service_url(settings), pool_size=settings.db_pool_size,
                                  read_lanes=settings.db_read_lanes)
         embedder = embedder or make_embedder(settings)
         embeddings = PgEmbeddingStore(db)

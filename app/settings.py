@@ -29,6 +29,14 @@ class Settings(BaseSettings):
     database_url: str | None = None
     app_db_role: str = "ctxgate_app"
     app_db_password: SecretStr | None = None
+    # The service's own connection, as the app role, on its own host and port (PgBouncer or a
+    # proxy may sit in front); unset: derived from database_url (docs/deploy.md). Its password
+    # may be left out of the URL and given as app_db_password.
+    app_database_url: str | None = None
+    # Migrate before serving (also `ctxgate serve --migrate`); needs database_url. Unset: only
+    # with the embedded stores, whose database this process owns; a deployment runs
+    # `ctxgate migrate` (the migration Job) apart from the serving pods.
+    migrate_on_start: bool | None = None
     redis_url: str | None = None
     redis_prefix: str = "ctxgate"
     admin_token: SecretStr | None = None

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, service_url
 from app.adapters.postgres.keys import PgKeyStore
 from app.ports import KeyInfo
 from app.service.keys import KeyService
@@ -26,10 +26,7 @@ COLUMNS = ("key_id", "tenant", "role", "max_level", "domains", "name", "created"
 @asynccontextmanager
 async def key_service(settings: Settings) -> AsyncIterator[KeyService]:
     """A ``KeyService`` on one pooled connection as the app role, closed on exit."""
-    assert settings.database_url is not None
-    pw = settings.app_db_password.get_secret_value() if settings.app_db_password else None
-    db = await Database.open(settings.database_url, role=settings.app_db_role, password=pw,
-                             pool_size=1)
+    db = await Database.open(service_url(settings), pool_size=1)
     try:
         yield KeyService(PgKeyStore(db))
     finally:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 
-from app.adapters.postgres.db import Database
+from app.adapters.postgres.db import Database, service_url
 from app.adapters.postgres.retention import PgRetentionStore
 from app.adapters.redis.client import open_redis
 from app.adapters.redis.session_keys import RedisSessionKeys
@@ -34,11 +34,8 @@ def policy(settings: Settings) -> RetentionPolicy:
 @asynccontextmanager
 async def retention_service(settings: Settings) -> AsyncIterator[RetentionService]:
     """A ``RetentionService`` on the app role's pool and Redis, closed on exit."""
-    assert settings.database_url is not None
     assert settings.redis_url is not None
-    pw = settings.app_db_password.get_secret_value() if settings.app_db_password else None
-    db = await Database.open(settings.database_url, role=settings.app_db_role, password=pw,
-                             pool_size=2)  # the run's lock holds one
+    db = await Database.open(service_url(settings), pool_size=2)  # the run's lock holds one
     redis = open_redis(settings.redis_url)
     try:
         yield RetentionService(PgRetentionStore(db),

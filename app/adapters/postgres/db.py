@@ -1,9 +1,12 @@
 """The service's PostgreSQL connection: one asyncpg pool, connected as the app role.
 
 Contract:
-- ``await Database.open(owner_url, role=..., password=..., pool_size=...)`` builds the pool
-  (lazy: no connection is made until first use) for the *app role*, not the owner, so Row-Level
-  Security applies to every statement the service runs. ``app_url()`` derives that URL.
+- ``await Database.open(service_url(settings), pool_size=...)`` builds the pool (lazy: no
+  connection is made until first use) for the *app role*, not the owner, so Row-Level Security
+  applies to every statement the service runs. ``service_url`` is ``CTXGATE_APP_DATABASE_URL``
+  (its own host and port: PgBouncer or a proxy may sit in front), else the owner URL with the
+  user and password replaced (``app_url``); ``open(owner_url, role=..., password=...)`` derives
+  the same way (tests, benchmarks).
 - ``tenant_tx(tenant_id)`` yields a ``Tx`` inside a transaction whose first statement is
   ``set_config('app.tenant_id', tenant_id, true)``: transaction-local, so a pooled
   connection never carries a tenant into the next checkout. Every adapter query runs here.
@@ -46,6 +49,7 @@ from pgvector.asyncpg import register_vector
 from sqlalchemy.engine import make_url
 
 from app.adapters.postgres.migrate import head
+from app.settings import Settings
 
 # ``:name`` (the whole word), not a ``::type`` cast; ``:name::type`` is the parameter, then
 # its cast. As in SQLAlchemy's text(), a ``:word`` inside a string literal would be read as a
@@ -194,9 +198,27 @@ _SHARED: ContextVar[_Shared | None] = ContextVar("ctxgate_shared_reads", default
 
 
 def app_url(owner_url: str, role: str, password: str | None) -> str:
-    """The owner URL with the user replaced by ``role`` (and its password, if any)."""
+    """The owner URL with the user replaced by ``role`` and the owner's password by
+    ``password`` (none if None): never the owner's credentials."""
     url = make_url(owner_url).set(username=role, password=password)
     return url.render_as_string(hide_password=False)
+
+
+def service_url(settings: Settings) -> str:
+    """The URL the service connects with, as the app role: ``app_database_url`` as given (with
+    ``app_db_password`` when the URL holds no password, so the URL itself need not be a
+    secret), else derived from the owner's ``database_url`` by ``app_url``."""
+    password = settings.app_db_password.get_secret_value() if settings.app_db_password \
+        else None
+    if settings.app_database_url is not None:
+        url = make_url(settings.app_database_url)
+        if url.password is None and password is not None:
+            url = url.set(password=password)
+        return url.render_as_string(hide_password=False)
+    if settings.database_url is None:
+        raise ValueError("no database URL: set CTXGATE_APP_DATABASE_URL (the app role's) or "
+                         "CTXGATE_DATABASE_URL (the owner's, from which it is derived)")
+    return app_url(settings.database_url, settings.app_db_role, password)
 
 
 def _jsonb_param(value: Any) -> str:
@@ -236,17 +258,20 @@ class Database:
 
     @classmethod
     async def open(
-        cls, owner_url: str, *, role: str, password: str | None, pool_size: int = 10,
-        pool_timeout: float = 10.0, read_lanes: int = 1,
+        cls, url: str, *, role: str | None = None, password: str | None = None,
+        pool_size: int = 10, pool_timeout: float = 10.0, read_lanes: int = 1,
     ) -> Database:
-        """Build the pool (lazily: no connection is made here; ``ping()`` checks one)."""
+        """Build the pool (lazily: no connection is made here; ``ping()`` checks one) on
+        ``url``, the app role's; with ``role``, ``url`` is the owner's and the app role's is
+        derived from it (``app_url``)."""
         head()  # read the scripts directory now, not on the first /readyz
-        url = make_url(app_url(owner_url, role, password)).set(drivername="postgresql")
-        if "ssl" in url.query:  # SQLAlchemy's asyncpg spelling; asyncpg's DSN says sslmode
-            url = url.difference_update_query(["ssl"]).update_query_dict(
-                {"sslmode": url.query["ssl"]})
+        dsn = make_url(url if role is None else app_url(url, role, password)).set(
+            drivername="postgresql")
+        if "ssl" in dsn.query:  # SQLAlchemy's asyncpg spelling; asyncpg's DSN says sslmode
+            dsn = dsn.difference_update_query(["ssl"]).update_query_dict(
+                {"sslmode": dsn.query["ssl"]})
         pool = asyncpg.create_pool(
-            url.render_as_string(hide_password=False),
+            dsn.render_as_string(hide_password=False),
             min_size=0,
             # A fixed ceiling: under load a connection opened past the pool meant a new
             # backend (fork, auth, codec introspection, re-prepares) per query. Waiting for

@@ -2,10 +2,17 @@
 
 - ``upgrade(owner_url, app_role=..., app_password=...)`` applies revisions as the *owner*
   (the migration user), creates the service role if missing and, when a password is given,
-  sets it with a separate ``ALTER ROLE`` (alembic revisions take no arguments).
+  sets it with a separate ``ALTER ROLE`` (alembic revisions take no arguments). It returns the
+  revision it found, read under the lock (None: a fresh database).
 - ``downgrade(owner_url, revision)`` reverts (``"base"`` drops every object; see the initial
   revision for what happens to the cluster-wide role).
+- Both hold a session-level advisory lock (``MIGRATION_LOCK``, per database) on a connection
+  of their own for the whole run: concurrent migrators of one database queue, and the later
+  one finds the schema already at head and applies nothing.
 - ``current(owner_url)`` is the applied revision or None; ``head()`` the newest script.
+- ``check_serving(app_url)`` connects as the service will and raises ``NotServable`` unless
+  the schema is at head and the role is unprivileged (RLS binds it, it owns nothing, it
+  cannot become the owner).
 
 The alembic scripts live in the top-level ``alembic/`` directory of the repository (the
 package is installed editable), found relative to this file; ``alembic.ini`` is not read.
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,13 +38,19 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from alembic import command
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[3] / "alembic"
 ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# The advisory lock key every ctxgate migrator of a database takes ("ctxg"); PostgreSQL keys
+# advisory locks by database too, so databases of one cluster never wait on each other.
+MIGRATION_LOCK = 0x63747867
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -88,46 +102,72 @@ def _quote_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-async def _set_password(owner_url: str, role: str, password: str) -> None:
-    engine = create_async_engine(owner_url, poolclass=NullPool)
+async def _locked(owner_url: str, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    """``work`` on an autocommit owner connection holding ``MIGRATION_LOCK``. Autocommit: an
+    open transaction here would hold a snapshot that CREATE INDEX CONCURRENTLY waits for."""
+    engine = create_async_engine(owner_url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
     try:
-        async with engine.begin() as conn:
-            # Utility statements take no bind parameters; the literal is quoted above.
-            await conn.exec_driver_sql(f'ALTER ROLE "{role}" PASSWORD {_quote_literal(password)}')
+        async with engine.connect() as conn:
+            if not (await conn.exec_driver_sql(
+                    f"SELECT pg_try_advisory_lock({MIGRATION_LOCK})")).scalar():
+                log.warning("another migration of this database is running; waiting for it")
+                await conn.exec_driver_sql(f"SELECT pg_advisory_lock({MIGRATION_LOCK})")
+            try:
+                return await work(conn)
+            finally:
+                await conn.exec_driver_sql(f"SELECT pg_advisory_unlock({MIGRATION_LOCK})")
     finally:
         await engine.dispose()
 
 
 def upgrade(
     owner_url: str, *, app_role: str, app_password: str | None, revision: str = "head"
-) -> None:
-    """Apply migrations up to ``revision`` and make sure ``app_role`` can log in."""
+) -> str | None:
+    """Apply migrations up to ``revision`` and make sure ``app_role`` can log in; the
+    revision found before (under the lock: what this call started from)."""
     if not ROLE_NAME.fullmatch(app_role):
         raise ValueError(f"invalid app role name {app_role!r}: use [a-z_][a-z0-9_]*")
     cfg = _config(owner_url, app_role)
-    _run_sync(lambda: command.upgrade(cfg, revision))
-    if app_password is not None:
-        _run_coro(lambda: _set_password(owner_url, app_role, app_password))
+
+    async def work(conn: AsyncConnection) -> str | None:
+        before = await _revision_of(conn)
+        # alembic's env runs its own event loop: a thread of its own, away from this one.
+        await asyncio.to_thread(command.upgrade, cfg, revision)
+        if app_password is not None:
+            # Utility statements take no bind parameters; the literal is quoted above.
+            await conn.exec_driver_sql(
+                f'ALTER ROLE "{app_role}" PASSWORD {_quote_literal(app_password)}')
+        return before
+
+    return _run_coro(lambda: _locked(owner_url, work))
 
 
 def downgrade(owner_url: str, revision: str, *, app_role: str = "ctxgate_app") -> None:
     """Revert to ``revision`` (``"base"`` removes the whole schema)."""
     cfg = _config(owner_url, app_role)
-    _run_sync(lambda: command.downgrade(cfg, revision))
+
+    async def work(_: AsyncConnection) -> None:
+        await asyncio.to_thread(command.downgrade, cfg, revision)
+
+    _run_coro(lambda: _locked(owner_url, work))
 
 
 def _current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
+async def _revision_of(conn: AsyncConnection) -> str | None:
+    exists = (await conn.execute(text("SELECT to_regclass('alembic_version')"))).scalar()
+    if exists is None:
+        return None
+    return await conn.run_sync(_current_revision)
+
+
 async def _current(owner_url: str) -> str | None:
     engine = create_async_engine(owner_url, poolclass=NullPool)
     try:
         async with engine.connect() as conn:
-            exists = (await conn.execute(text("SELECT to_regclass('alembic_version')"))).scalar()
-            if exists is None:
-                return None
-            return await conn.run_sync(_current_revision)
+            return await _revision_of(conn)
     finally:
         await engine.dispose()
 
@@ -135,3 +175,55 @@ async def _current(owner_url: str) -> str | None:
 def current(owner_url: str) -> str | None:
     """The revision applied to the database, or None if it was never migrated."""
     return _run_coro(lambda: _current(owner_url))
+
+
+class NotServable(Exception):
+    """The service's connection cannot serve: unreachable, unmigrated, or privileged."""
+
+
+# The connected role and what would make it more than the app role: RLS does not bind a
+# superuser or a BYPASSRLS role, an owner (without FORCE) or whoever can SET ROLE to one.
+ROLE_FACTS = text("""
+SELECT current_user AS role, r.rolsuper AS superuser, r.rolbypassrls AS bypassrls,
+       EXISTS (SELECT 1 FROM pg_class c
+               WHERE c.relnamespace = current_schema()::regnamespace
+                 AND pg_has_role(current_user, c.relowner, 'MEMBER')) AS owner
+FROM pg_roles r WHERE r.rolname = current_user
+""")
+
+
+async def _serving_problem(app_url: str) -> str | None:
+    engine = create_async_engine(app_url, poolclass=NullPool)
+    try:
+        async with engine.connect() as conn:
+            facts = (await conn.execute(ROLE_FACTS)).one()
+            powers = [word for word, has in (("a superuser", facts.superuser),
+                                             ("BYPASSRLS", facts.bypassrls),
+                                             ("an owner of the schema's tables", facts.owner))
+                      if has]
+            if powers:
+                return (f"role {facts.role!r} is {' and '.join(powers)}: Row-Level Security "
+                        "would not bind it. Serve as the app role (CTXGATE_APP_DATABASE_URL, "
+                        "or CTXGATE_APP_DB_ROLE with the owner URL), never as the owner")
+            found = await _revision_of(conn)
+    except DBAPIError as exc:  # refused login (no such role, wrong password), no grants
+        return (f"{type(exc.orig).__name__}: {exc.orig} — the app role is created, granted "
+                "and given CTXGATE_APP_DB_PASSWORD by `ctxgate migrate` with the owner's "
+                "CTXGATE_DATABASE_URL (and CTXGATE_APP_DB_ROLE naming it): run it first")
+    except OSError as exc:
+        return f"cannot reach PostgreSQL: {exc}"
+    finally:
+        await engine.dispose()
+    if found != head():
+        return (f"the schema is at {found or 'nothing'}, this code needs {head()}: run "
+                "`ctxgate migrate` (the owner's CTXGATE_DATABASE_URL) first, or serve with "
+                "--migrate")
+    return None
+
+
+def check_serving(app_url: str) -> None:
+    """Raise ``NotServable`` unless ``app_url`` reaches a schema at head as an unprivileged
+    role (the app role's grants include reading ``alembic_version``)."""
+    problem = _run_coro(lambda: _serving_problem(app_url))
+    if problem is not None:
+        raise NotServable(problem)
