@@ -200,7 +200,9 @@ _SHARED: ContextVar[_Shared | None] = ContextVar("ctxgate_shared_reads", default
 def app_url(owner_url: str, role: str, password: str | None) -> str:
     """The owner URL with the user replaced by ``role`` and the owner's password by
     ``password`` (none if None): never the owner's credentials."""
-    url = make_url(owner_url).set(username=role, password=password)
+    # URL.set() leaves a field alone when given None: it kept the owner's password, which the
+    # app role then sent when it had none of its own.
+    url = make_url(owner_url).set(username=role)._replace(password=password)
     return url.render_as_string(hide_password=False)
 
 
