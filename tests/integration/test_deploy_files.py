@@ -16,11 +16,16 @@ from typing import Any
 
 import pytest
 import yaml
+from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINT = ROOT / "deploy" / "docker-entrypoint.sh"
 K8S = ROOT / "deploy" / "k8s"
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 SECRET_WORDS = ("TOKEN", "PASSWORD", "SECRET", "KEY")
+OWNER_URL = "CTXGATE_DATABASE_URL"
+APP_URL = "CTXGATE_APP_DATABASE_URL"
+APP_PASSWORD = "CTXGATE_APP_DB_PASSWORD"
 
 
 # --- a tiny Dockerfile parser -------------------------------------------------------------
@@ -186,12 +191,33 @@ def _fake_ctxgate(tmp_path: Path) -> tuple[dict[str, str], Path]:
     return env, log
 
 
-def test_entrypoint_migrates_then_serves_on_all_interfaces(tmp_path: Path) -> None:
+def test_entrypoint_serves_on_all_interfaces_without_migrating(tmp_path: Path) -> None:
+    # The serving container holds only the app role's URL; the migration is the Job's.
     env, log = _fake_ctxgate(tmp_path)
-    env |= {"CTXGATE_DATABASE_URL": "postgresql+asyncpg://o:p@db/ctxgate",
+    env |= {APP_URL: "postgresql+asyncpg://ctxgate_app@db/ctxgate",
             "CTXGATE_REDIS_URL": "redis://r:6379/0"}
     subprocess.run([shutil.which("sh") or "/bin/sh", str(ENTRYPOINT)], env=env, check=True)
-    assert log.read_text().splitlines() == ["migrate", "serve --host 0.0.0.0 --port 8080"]
+    assert log.read_text().splitlines() == ["serve --host 0.0.0.0 --port 8080"]
+
+
+def test_entrypoint_refuses_to_serve_without_a_database_url(tmp_path: Path) -> None:
+    env, log = _fake_ctxgate(tmp_path)
+    env["CTXGATE_REDIS_URL"] = "redis://r:6379/0"
+    done = subprocess.run(["sh", str(ENTRYPOINT)], env=env, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode != 0 and APP_URL in done.stderr
+    assert not log.exists()
+
+
+def test_entrypoint_migrates_only_with_the_owner_url(tmp_path: Path) -> None:
+    env, log = _fake_ctxgate(tmp_path)
+    env[APP_URL] = "postgresql+asyncpg://ctxgate_app@db/ctxgate"
+    done = subprocess.run(["sh", str(ENTRYPOINT), "migrate"], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode != 0 and OWNER_URL in done.stderr and not log.exists()
+    env[OWNER_URL] = "postgresql+asyncpg://o:p@db/ctxgate"
+    subprocess.run(["sh", str(ENTRYPOINT), "migrate"], env=env, check=True)
+    assert log.read_text().splitlines() == ["migrate"]
 
 
 def test_entrypoint_refuses_to_serve_without_store_urls(tmp_path: Path) -> None:
@@ -234,7 +260,7 @@ def _healthcheck(service: dict[str, Any]) -> str:
 
 def test_compose_services_and_healthchecks(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert {"postgres", "redis", "app"} <= set(services)
+    assert {"postgres", "redis", "migrate", "app"} <= set(services)
     assert "pgvector" in services["postgres"]["image"]
     assert services["redis"]["image"].startswith("redis:7")
     assert "pg_isready" in _healthcheck(services["postgres"])
@@ -242,22 +268,30 @@ def test_compose_services_and_healthchecks(compose: dict[str, Any]) -> None:
     assert "/readyz" in _healthcheck(services["app"])
 
 
-def test_compose_app_waits_for_healthy_stores(compose: dict[str, Any]) -> None:
-    app = compose["services"]["app"]
-    assert app["build"] in (".", {"context": "."})
-    assert app["depends_on"] == {"postgres": {"condition": "service_healthy"},
+def test_compose_migrates_once_then_serves(compose: dict[str, Any]) -> None:
+    migrate, app = compose["services"]["migrate"], compose["services"]["app"]
+    for service in (migrate, app):
+        assert service["build"] in (".", {"context": "."})
+    assert migrate["image"] == app["image"]
+    assert migrate["command"] == ["migrate"]
+    assert migrate["restart"] == "no"  # a one-shot: it exits, the app starts after it
+    assert migrate["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert app["depends_on"] == {"migrate": {"condition": "service_completed_successfully"},
                                  "redis": {"condition": "service_healthy"}}
     assert any(str(p).endswith("8080:8080") for p in app["ports"])
 
 
-def test_compose_app_env_is_ctxgate_prefixed_and_wired(compose: dict[str, Any]) -> None:
-    env = _env(compose["services"]["app"])
-    assert all(name.startswith("CTXGATE_") for name in env), sorted(env)
-    assert {"CTXGATE_DATABASE_URL", "CTXGATE_REDIS_URL", "CTXGATE_ADMIN_TOKEN",
-            "CTXGATE_APP_DB_PASSWORD"} <= set(env)
+def test_compose_only_the_migration_holds_the_owner_url(compose: dict[str, Any]) -> None:
+    migrate, app = (_env(compose["services"][name]) for name in ("migrate", "app"))
+    assert set(migrate) == {OWNER_URL, APP_PASSWORD}  # it sets the app role's password
     assert re.fullmatch(r"postgresql\+asyncpg://ctxgate:\$\{CTXGATE_\w+:\?[^}]*\}"
-                        r"@postgres:5432/ctxgate", env["CTXGATE_DATABASE_URL"])
-    assert env["CTXGATE_REDIS_URL"].startswith("redis://redis:6379")
+                        r"@postgres:5432/ctxgate", migrate[OWNER_URL])
+    assert all(name.startswith("CTXGATE_") for name in app), sorted(app)
+    assert set(app) == {APP_URL, APP_PASSWORD, "CTXGATE_REDIS_URL", "CTXGATE_ADMIN_TOKEN"}
+    assert "POSTGRES_PASSWORD" not in yaml.safe_dump(compose["services"]["app"])
+    assert app[APP_URL] == "postgresql+asyncpg://ctxgate_app@postgres:5432/ctxgate"
+    assert app[APP_PASSWORD] == migrate[APP_PASSWORD]  # one secret, both sides
+    assert app["CTXGATE_REDIS_URL"].startswith("redis://redis:6379")
 
 
 def test_compose_hard_codes_no_secret(compose: dict[str, Any]) -> None:
@@ -330,5 +364,59 @@ def test_k8s_migration_job(k8s: dict[str, dict[str, Any]]) -> None:
     c = _container(job)
     assert c["args"] == ["migrate"]
     assert c["image"] == _container(dep)["image"]
-    assert c["envFrom"] == _container(dep)["envFrom"]
     _assert_hardened(job)
+
+
+def _secret_refs(doc: dict[str, Any]) -> dict[str, set[str]]:
+    """Secret name -> the keys a workload reads from it ("*": all of them, by envFrom)."""
+    pod = doc["spec"]["template"]["spec"]
+    refs: dict[str, set[str]] = {}
+    for container in pod["containers"] + pod.get("initContainers", []):
+        for source in container.get("envFrom", []):
+            if "secretRef" in source:
+                refs.setdefault(source["secretRef"]["name"], set()).add("*")
+        for var in container.get("env", []):
+            ref = var.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                assert ref["key"] == var["name"], var  # the key says what the variable is
+                refs.setdefault(ref["name"], set()).add(ref["key"])
+    for volume in pod.get("volumes", []):
+        if "secret" in volume:
+            refs.setdefault(volume["secret"]["secretName"], set()).add("*")
+    return refs
+
+
+def _plain_env(doc: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v["value"] for v in _container(doc).get("env", []) if "value" in v}
+
+
+def test_k8s_only_the_job_holds_the_owner_secret(k8s: dict[str, dict[str, Any]]) -> None:
+    job, dep = _secret_refs(k8s["Job"]), _secret_refs(k8s["Deployment"])
+    assert job == {"ctxgate-owner": {OWNER_URL}, "ctxgate-app-db": {APP_PASSWORD}}
+    assert dep == {"ctxgate-app-db": {APP_PASSWORD}, "ctxgate": {"*"}}
+    # The Deployment's own URL: the app role, no password in it, no migration at start.
+    env = _plain_env(k8s["Deployment"])
+    assert set(env) == {APP_URL}
+    url = make_url(env[APP_URL])
+    assert (url.username, url.password) == ("ctxgate_app", None)
+    assert _container(k8s["Deployment"])["args"] == ["serve"]
+
+
+def test_deploy_doc_creates_exactly_the_secrets_the_manifests_read(
+        k8s: dict[str, dict[str, Any]]) -> None:
+    made: dict[str, set[str]] = {}
+    text = DEPLOY_DOC.read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        words = shlex.split(line) if line.startswith("kubectl create secret") else []
+        if words:
+            keys = {w.split("=", 2)[1] for w in words if w.startswith("--from-literal=")}
+            made[words[4]] = keys
+    read: dict[str, set[str]] = {}
+    for kind in ("Job", "Deployment"):
+        for name, keys in _secret_refs(k8s[kind]).items():
+            read.setdefault(name, set()).update(keys)
+    assert set(made) == set(read)
+    for name, keys in read.items():
+        assert keys - {"*"} <= made[name], name
+    # ctxgate (read whole by the Deployment) must not carry the owner's URL.
+    assert OWNER_URL not in made["ctxgate"] and APP_PASSWORD not in made["ctxgate"]
