@@ -13,10 +13,14 @@ Contract: each detector finds one ``secret.*`` type (see ``docs/detectors.md``):
     secret.jwt                eyJ....eyJ.... three-part JSON web tokens
     secret.password_in_url    scheme://user:PASSWORD@host (the span is the password)
     secret.password_assignment password/secret/token/api_key/密码 = or : VALUE (span: the value)
-    secret.high_entropy       a high-entropy token in credential context (see ``_entropy_ok``)
+    secret.high_entropy       a high-entropy token in credential context (see ``_entropy_ok``),
+                              or a bare one that looks generated (see ``_bare_ok``)
+    secret.<provider>_...     the provider token formats of ``secret_rules.RULES``
 
-Placeholders (``${VAR}``, ``<password>``, ``{{ vault }}``, ``****``, ``changeme``-style words)
-are not findings: they are what documentation looks like.
+Placeholders (``${VAR}``, ``<password>``, ``{{ vault }}``, ``****``, ``changeme``-style words,
+``xoxb-xxxx``), empty values and values named as hashes or ids (``hashed_secret``,
+``integrity``, ``sha256:``, ``commit``, ``request_id``) are not findings: they are what
+documentation, lockfiles and scanner baselines look like.
 """
 
 from __future__ import annotations
@@ -28,12 +32,17 @@ from typing import ClassVar
 
 from app.core.detectors.base import PatternDetector, fold_ascii, shannon_entropy
 from app.core.detectors.literals import Factor, required_factors
+from app.core.detectors.secret_rules import PROVIDER_DETECTORS, token_ok
 from app.core.guards.safety import Finding
+
+
+def _token_accept(m: re.Match[str], _text: str) -> bool:
+    return token_ok(m.group())
 
 
 def _token_detector(type_: str, *patterns: str) -> PatternDetector:
     return PatternDetector(name=type_, type=type_, action="drop",
-                           patterns=tuple(re.compile(p) for p in patterns))
+                           patterns=tuple(re.compile(p) for p in patterns), accept=_token_accept)
 
 
 _B = r"(?<![A-Za-z0-9_-])"  # start of a token, never inside one
@@ -48,10 +57,10 @@ GITHUB_TOKEN = _token_detector(
 ANTHROPIC_KEY = _token_detector(
     "secret.anthropic_key", rf"{_B}sk-ant-(?:api|admin|sid)\d{{2}}-[A-Za-z0-9_-]{{20,200}}{_E}")
 SLACK_TOKEN = _token_detector(
-    "secret.slack_token", rf"{_B}xox[abposr]-[A-Za-z0-9-]{{10,200}}{_E}",
+    "secret.slack_token", rf"{_B}xox[abposre]-[A-Za-z0-9-]{{10,200}}{_E}",
     r"https://hooks\.slack\.com/services/T[A-Z0-9]{6,12}/B[A-Z0-9]{6,12}/[A-Za-z0-9]{20,40}")
 STRIPE_KEY = _token_detector(
-    "secret.stripe_key", rf"{_B}(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,200}}{_E}")
+    "secret.stripe_key", rf"{_B}(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{{16,200}}{_E}")
 GOOGLE_API_KEY = _token_detector(
     "secret.google_api_key", rf"{_B}AIza[0-9A-Za-z_-]{{35}}{_E}")
 JWT = _token_detector(
@@ -68,7 +77,7 @@ OPENAI_KEY = PatternDetector(
     name="secret.openai_key", type="secret.openai_key", action="drop",
     patterns=(re.compile(
         rf"{_B}sk-(?!ant-)(?:proj-|svcacct-|admin-)?(?P<body>[A-Za-z0-9_-]{{20,200}}){_E}"),),
-    accept=lambda m, _: _mixed(m.group("body")))
+    accept=lambda m, _: _mixed(m.group("body")) and token_ok(m.group("body")))
 
 # ---- PEM private keys: one scan for headers, one for footers, then pair them (linear).
 _PEM_BEGIN = re.compile(r"-----BEGIN (?:[A-Z0-9]{1,12} ){0,3}PRIVATE KEY(?: BLOCK)?-----")
@@ -124,18 +133,48 @@ PASSWORD_IN_URL = PatternDetector(
 _KEYWORD = (r"(?:secret[_-]?key|client[_-]?secret|api[_-]?key|apikey|access[_-]?key|auth[_-]?token"
             r"|access[_-]?token|refresh[_-]?token|private[_-]?key|passphrase|password|passwd"
             r"|pwd|secret|token|密码|口令|密钥)")
+# ``[ \t]`` around the operator, not ``\s``: ``PASSWORD=`` with nothing after it must not take
+# the next line's ``DB_HOST=localhost`` as its value.
 _ASSIGN = re.compile(
-    rf"{_KEYWORD}[\"']?\s{{0,4}}(?P<op>[:=：]|是|为)\s{{0,4}}(?P<q>[\"']?)"
+    rf"{_KEYWORD}[\"']?[ \t]{{0,4}}(?P<op>[:=：]|是|为)[ \t]{{0,4}}(?P<q>[\"']?)"
     r"(?P<value>[^\s\"'`,;<>(){}\[\]]{6,256})")
+# ``--password hunter22``, ``--api-key=…``, ``curl -u user:pass``
+_FLAG = re.compile(
+    r"--(?:[a-z0-9]{1,20}-)?(?:password|passwd|pass|secret|token|api-?key|access-key)"
+    r"(?P<op>[ =])(?P<q>[\"']?)(?P<value>[^\s\"'`,;<>(){}\[\]-][^\s\"'`,;<>(){}\[\]]{5,255})")
+_CURL_USER = re.compile(
+    r"(?:-u|--user)(?P<op>[ =])(?P<q>[\"']?)[^\s:'\"@]{1,64}:(?P<value>[^\s'\"@]{3,128})")
+# names of values that are not credentials even next to a credential word: hashes, digests,
+# ids, references (``hashed_secret`` in a scanner baseline, ``token_id``, ``key_fingerprint``)
+_NOT_CREDENTIAL = re.compile(
+    r"hash|sha\d|digest|checksum|integrity|fingerprint|etag|commit|revision|(?:^|[_.-])rev$"
+    r"|nonce|uuid|guid|(?:^|[_.-])(?:id|ids|sid|ref|url|uri|path|file|name|type|length|size)$"
+    r"|(?<=[a-z])(?:Id|Ids|Url|Uri|Path|File|Name|Type)$")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _name_at(text: str, end: int) -> str:
+    """The identifier ending at ``end`` (at most 60 characters), case kept."""
+    start = end
+    while start > max(0, end - 60) and text[start - 1] in _NAME_CHARS:
+        start -= 1
+    return text[start:end]
+
+
+def _names_a_credential(name: str) -> bool:
+    return _NOT_CREDENTIAL.search(name) is None or "session" in name.lower()
 
 
 def _assignment_ok(m: re.Match[str], text: str) -> bool:
     start = m.start()
-    if start > 0 and text[start - 1].isascii() and text[start - 1].isalpha():
+    if start > 0 and text[start - 1].isascii() and text[start - 1].isalpha() \
+            and not text.startswith("-", start):
         return False  # ``mypassword=`` / ``tokens:`` prefixes: not the keyword itself
     value = text[m.start("value"):m.end("value")]
     if not _real_secret(value) or re.fullmatch(r"[A-Za-z_]\w{0,60}(?:\.\w{1,60}){1,6}", value):
         return False  # a placeholder, or code (``settings.DB_PASSWORD``)
+    if not _names_a_credential(_name_at(text, m.start("op"))):
+        return False  # ``hashed_secret: …``, ``token_id = …``
     if m.group("q") or m.group("op") == "=":
         return True
     # ``key: value`` in prose ("your token: expires soon") needs a value that looks generated
@@ -144,56 +183,136 @@ def _assignment_ok(m: re.Match[str], text: str) -> bool:
 
 PASSWORD_ASSIGNMENT = PatternDetector(
     name="secret.password_assignment", type="secret.password_assignment", action="drop",
-    patterns=(_ASSIGN,), accept=_assignment_ok, group="value", fold=True)
+    patterns=(_ASSIGN, _FLAG, _CURL_USER), accept=_assignment_ok, group="value", fold=True)
 
-# ---- high-entropy tokens, only next to a credential word on the same line
-_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{20,200}={0,2}(?![A-Za-z0-9+/=_-])")
+# ---- high-entropy tokens: next to a credential word on the same line, or bare and generated
+# A token may follow ``=`` (``BOX_KEY=…``); it is never the inside of a longer run.
+_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,200}={0,2}(?![A-Za-z0-9+/=_-])")
 # Lower-case, run on the folded window: ``re.IGNORECASE`` would also take the Kelvin sign for
 # ``k``, which no byte-level prefilter sees (``app.core.detectors.literals``).
 _CONTEXT = re.compile(
     r"(?:key|token|secret|passw|pwd|credential|auth|bearer|session|cookie|signature|密钥|令牌|凭证)")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-_PUBLIC = re.compile(r"pk_(?:live|test)_")  # publishable keys are meant for browsers
+_PUBLIC = re.compile(r"pk_(?:live|test)_|phc_")  # publishable keys are meant for browsers
+# a digest written with its algorithm (SRI ``sha512-…``, ``sha256:…``, go.sum ``h1:…``) or a
+# data URI's payload
+_DIGEST_BEFORE = re.compile(r"(?:sha\d{1,3}|md5|h1)[:~-]$|base64,$", re.ASCII)
+_DIGEST_TOKEN = re.compile(r"(?:sha\d{1,3}|md5)-", re.ASCII)
 _CONTEXT_CHARS = 40
 
 
 def _entropy_ok(token: str) -> bool:
-    if _UUID.fullmatch(token) or _PUBLIC.match(token) or not any(c.isdigit() for c in token):
+    if _UUID.fullmatch(token) or _PUBLIC.match(token) or _DIGEST_TOKEN.match(token) \
+            or not any(c.isdigit() for c in token) or not token_ok(token):
         return False
     if all(c in "0123456789abcdefABCDEF" for c in token):
         return len(token) >= 32 and shannon_entropy(token) >= 3.0
     return any(c.isalpha() for c in token) and shannon_entropy(token) >= 3.7
 
 
+_BARE_MIN = 24
+
+
+def _class(c: str) -> int:
+    return 0 if c.isdigit() else 1 if c.isupper() else 2 if c.islower() else 3
+
+
+def _bare_ok(token: str) -> bool:
+    """A token with no credential word before it counts only when it looks generated: 24+
+    characters of mixed case with digits, no path (``/``), not hex, and characters whose class
+    (upper, lower, digit) changes at least every third step. Identifiers (``UserProfile2Form``)
+    change class once a word; random base62 changes at 62% of steps."""
+    body = token.rstrip("=")
+    if len(body) < _BARE_MIN or "/" in body or not _entropy_ok(token):
+        return False
+    if all(c in "0123456789abcdefABCDEF-" for c in body):
+        return False  # digests, SHAs, UUIDs: hex is never a bare secret
+    if sum(c.isupper() for c in body) < 2 or sum(c.islower() for c in body) < 2 \
+            or sum(c.isdigit() for c in body) < 2:
+        return False
+    changes = sum(_class(a) != _class(b) for a, b in zip(body, body[1:], strict=False))
+    return changes >= 0.35 * (len(body) - 1) and shannon_entropy(body) >= 4.0
+
+
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:$")
 
 
-def _in_context(text: str, start: int) -> bool:
+def _line_window(text: str, start: int) -> str:
     line_start = text.rfind("\n", max(0, start - _CONTEXT_CHARS), start) + 1
-    window = text[max(line_start, start - _CONTEXT_CHARS):start]
+    return text[max(line_start, start - _CONTEXT_CHARS):start]
+
+
+def _in_context(text: str, start: int) -> bool:
+    window = _line_window(text, start)
     if text.startswith("//", start):  # a URI's path: its scheme ("session:") is no context
         window = _SCHEME.sub("", window)
     return _CONTEXT.search(fold_ascii(window)) is not None
 
 
+def _value_name(window: str) -> str:
+    """The name a value is assigned to: the identifier before ``=``/``:``/quotes/spaces."""
+    end = len(window.rstrip(" \t\"':=>"))
+    return _name_at(window, end)
+
+
+_ARMOR = re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]{1,40}-----")
+
+
+def _armored(text: str) -> tuple[list[int], list[int]]:
+    """Starts and ends of ASCII-armored blocks (certificates, public keys: base64 lines that
+    are not secrets; private keys are ``secret.private_key`` already), in one linear scan."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for m in _ARMOR.finditer(text):
+        if m.group().startswith("-----BEGIN"):
+            starts.append(m.end())
+        else:
+            ends.append(m.start())
+    return starts, ends
+
+
+def _inside(armored: tuple[list[int], list[int]], pos: int) -> bool:
+    starts, ends = armored
+    i = bisect.bisect_right(starts, pos)
+    if not i:
+        return False
+    j = bisect.bisect_left(ends, starts[i - 1])  # the first END after that BEGIN
+    return j == len(ends) or ends[j] > pos
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class HighEntropyDetector:
+    """``bare``: also report generated-looking tokens with no credential word before them
+    (``_bare_ok``); such a detector runs on every text (it declares no trigger literals)."""
+
     name: str = "secret.high_entropy"
+    bare: bool = False
 
     fold: ClassVar[bool] = True  # its credential words are looked for in a folded window
 
     @property
-    def triggers(self) -> tuple[Factor, ...]:  # a finding needs a credential word before it
-        return required_factors(_CONTEXT)
+    def triggers(self) -> tuple[Factor, ...] | None:  # a finding needs a credential word
+        return None if self.bare else required_factors(_CONTEXT)
 
     def __call__(self, text: str) -> list[Finding]:
-        return [Finding(type="secret.high_entropy", action="drop", start=m.start(), end=m.end())
-                for m in _CANDIDATE.finditer(text)
-                if _entropy_ok(m.group()) and _in_context(text, m.start())]
+        out: list[Finding] = []
+        armored = _armored(text) if self.bare else ([], [])
+        for m in _CANDIDATE.finditer(text):
+            token, window = m.group(), _line_window(text, m.start())
+            if _DIGEST_BEFORE.search(window) or not _names_a_credential(_value_name(window)):
+                continue
+            context = _in_context(text, m.start())
+            if (context and _entropy_ok(token)) if not self.bare else \
+                    (not context and text[m.start() - 1:m.start()] != "/" and _bare_ok(token)
+                     and not _inside(armored, m.start())):
+                out.append(Finding(type="secret.high_entropy", action="drop",
+                                   start=m.start(), end=m.end()))
+        return out
 
 
 HIGH_ENTROPY = HighEntropyDetector()
+BARE_TOKEN = HighEntropyDetector(name="secret.high_entropy.bare", bare=True)
 
 SECRET_DETECTORS = (AWS_ACCESS_KEY, GITHUB_TOKEN, OPENAI_KEY, ANTHROPIC_KEY, SLACK_TOKEN,
                     STRIPE_KEY, GOOGLE_API_KEY, PRIVATE_KEY, JWT, PASSWORD_IN_URL,
-                    PASSWORD_ASSIGNMENT, HIGH_ENTROPY)
+                    PASSWORD_ASSIGNMENT, HIGH_ENTROPY, BARE_TOKEN, *PROVIDER_DETECTORS)
