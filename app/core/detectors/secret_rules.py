@@ -28,10 +28,10 @@ from collections import defaultdict
 from app.core.detectors.base import PatternDetector
 
 Run = tuple[str, int, int]  # (regex character class body, min, max)
-_DIGIT_RUN = 16  # a run this long whose class has digits must hold one (``Rule.pattern``)
+_CAPS = "A-Z0-9"  # a run of this class must hold a digit (``_element``)
 Part = str | Run
 
-_START = r"(?<![A-Za-z0-9_+/=.-])"  # not inside a longer token
+_START = r"(?<![A-Za-z0-9_+/.-])"  # not inside a longer token (``=`` may precede one)
 _END = r"(?![A-Za-z0-9_+/=-])"
 
 
@@ -46,14 +46,14 @@ class Rule:
 
 
 def _element(part: Part) -> str:
-    """A literal, or a bounded run; a long run of a class with digits must contain one (a
-    bounded lookahead), so ``API-`` + 26 capitals of a constant name is not a token."""
+    """A literal, or a bounded run; a run of capitals and digits must contain a digit (a
+    bounded lookahead), so ``API-`` + 26 capitals of a constant's name is not a token."""
     if isinstance(part, str):
         return re.escape(part)
     cls, low, high = part
     run = f"[{cls}]{{{low},{high}}}"
-    if "0-9" in cls and low >= _DIGIT_RUN:
-        return f"(?=[{cls.replace('0-9', '')}]{{0,{high - 1}}}[0-9]){run}"
+    if cls == _CAPS:
+        return f"(?=[A-Z]{{0,{high - 1}}}[0-9]){run}"
     return run
 
 
@@ -95,7 +95,7 @@ RULES: tuple[Rule, ...] = (
     _r("artifactory_token", "cmVmd", (AN, 59, 59)),
     _r("sourcegraph_token", "sgp_", (HEX, 16, 16), "_", (HEX, 40, 40)),
     _r("sourcegraph_token", "sgp_", (HEX, 40, 40)),
-    _r("octopus_token", "API-", ("A-Z0-9", 26, 26)),
+    _r("octopus_token", "API-", (_CAPS, 26, 26)),
     _r("postman_token", "PMAK-", (HEX, 24, 24), "-", (HEX, 34, 34)),
     _r("readme_token", "rdme_", ("a-z0-9", 70, 70)),
     _r("snyk_token", "snyk_", ("a-z0-9", 2, 3), "_", (AN_, 30, 120)),
@@ -167,7 +167,7 @@ RULES: tuple[Rule, ...] = (
     _r("slack_token", "xoxe.xoxb-", ("0-9", 1, 1), "-", (AN, 150, 170)),
     _r("slack_token", "xoxe.xoxp-", ("0-9", 1, 1), "-", (AN, 150, 170)),
     _r("slack_token", "xoxe-", ("0-9", 1, 1), "-", (AN, 140, 160)),
-    _r("slack_token", "xapp-", ("0-9", 1, 1), "-", ("A-Z0-9", 8, 14), "-", ("0-9", 10, 16),
+    _r("slack_token", "xapp-", ("0-9", 1, 1), "-", (_CAPS, 8, 14), "-", ("0-9", 10, 16),
        "-", ("a-f0-9", 40, 80)),
     _r("slack_token", "https://hooks.slack.com/workflows/", (AN + "/", 30, 80)),
     _r("slack_token", "https://hooks.slack.com/triggers/", (AN + "/", 30, 80)),
@@ -190,10 +190,10 @@ RULES: tuple[Rule, ...] = (
     _r("hubspot_token", "pat-na1-", (HEX + "\\-", 36, 36)),
     _r("hubspot_token", "pat-eu1-", (HEX + "\\-", 36, 36)),
     _r("asana_token", "2/", ("0-9", 10, 20), "/", ("0-9", 10, 20), ":", (HEX, 32, 32)),
-    _r("newrelic_key", "NRAK-", ("A-Z0-9", 27, 27)),
+    _r("newrelic_key", "NRAK-", (_CAPS, 27, 27)),
     _r("newrelic_key", "NRII-", (AN_, 32, 32)),
     _r("newrelic_key", "NRJS-", (HEX, 19, 19)),
-    _r("dynatrace_token", "dt0c01.", ("A-Z0-9", 24, 24), ".", ("A-Z0-9", 64, 64)),
+    _r("dynatrace_token", "dt0c01.", (_CAPS, 24, 24), ".", (_CAPS, 64, 64)),
     _r("sentry_token", "sntryu_", (HEX, 64, 64)),
     _r("sentry_token", "sntrys_eyJ", (B64 + "=_", 80, 400)),
     _r("grafana_token", "glc_", (B64, 32, 400)),
@@ -219,12 +219,13 @@ RULES: tuple[Rule, ...] = (
     _r("salesforce_token", "00D", (AN, 12, 12), "!", (AN + "._", 80, 120)),
 )
 
-_PLACEHOLDER_RUN = re.compile(r"(.)\1{4}|xxx|XXX|abcdef|ABCDEF|123456|<|>|\*\*\*")
+_PLACEHOLDER_RUN = re.compile(r"(.)\1{4}|xxx|XXX|abcdef|ABCDEF|123456|EXAMPLE|<|>|\*\*\*")
 
 
 def token_ok(token: str) -> bool:
     """Not a documentation placeholder: no ``xxx``, no five equal characters in a row, no
-    ``abcdef``/``123456`` run (a random token has one of these with probability < 1e-3)."""
+    ``abcdef``/``123456`` run (a random token has one of these with probability < 1e-3), no
+    ``EXAMPLE`` (AWS's documented ``AKIAIOSFODNN7EXAMPLE`` and its secret key)."""
     return _PLACEHOLDER_RUN.search(token) is None
 
 

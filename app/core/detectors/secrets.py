@@ -112,10 +112,11 @@ PRIVATE_KEY = PrivateKeyDetector()
 
 # ---- passwords in URLs and assignments
 _PLACEHOLDER = re.compile(
-    r"^(?:[$<{%*\[(]|x{3,}$|\.{3}|_{3,})"
+    r"^(?:[$<{%*\[(]|x{3,}$|\.{3}|_{3,})|\.\.\.|…|x{4,}|X{4,}"
     r"|^(?:password|passwd|pass|pwd|secret|token|changeme|example|redacted|hidden|none|null"
     r"|true|false|required|optional|str|string|your[_-]?\w{0,30}|my[_-]?password|placeholder"
-    r"|\*+|xxx+|todo|tbd|n/?a)$",
+    r"|\*+|xxx+|todo|tbd|n/?a|dummy|fake|sample|test|testing|unused|ignored|empty|anything"
+    r"|not[_-]?(?:needed|used|set|required)|foo|bar|foobar|abc123|12345678?)$",
     re.IGNORECASE)
 
 
@@ -148,8 +149,11 @@ _CURL_USER = re.compile(
 # ids, references (``hashed_secret`` in a scanner baseline, ``token_id``, ``key_fingerprint``)
 _NOT_CREDENTIAL = re.compile(
     r"hash|sha\d|digest|checksum|integrity|fingerprint|etag|commit|revision|(?:^|[_.-])rev$"
-    r"|nonce|uuid|guid|(?:^|[_.-])(?:id|ids|sid|ref|url|uri|path|file|name|type|length|size)$"
+    r"|nonce|uuid|guid|version|(?:^|[_.-])(?:id|ids|sid|ref|url|uri|path|file|name|type|length"
+    r"|size)$"
     r"|(?<=[a-z])(?:Id|Ids|Url|Uri|Path|File|Name|Type)$")
+_PASSWORD_WORDS = ("pass", "pwd", "secret", "密码", "口令")  # people choose these: any value
+_CODE_NAME = re.compile(r"[a-z]+(?:_[a-z]+)+")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -173,8 +177,16 @@ def _assignment_ok(m: re.Match[str], text: str) -> bool:
     value = text[m.start("value"):m.end("value")]
     if not _real_secret(value) or re.fullmatch(r"[A-Za-z_]\w{0,60}(?:\.\w{1,60}){1,6}", value):
         return False  # a placeholder, or code (``settings.DB_PASSWORD``)
-    if not _names_a_credential(_name_at(text, m.start("op"))):
+    if not _names_a_credential(_name_at(text, len(text[:m.start("op")].rstrip("\"' \t")))):
         return False  # ``hashed_secret: …``, ``token_id = …``
+    if not m.group("q") and _CODE_NAME.fullmatch(value):
+        return False  # ``password = auth_from_netrc``: an expression, not a literal
+    keyword = text[start:m.start("op")].lower()
+    if not any(w in keyword for w in _PASSWORD_WORDS) \
+            and (not any(c.isdigit() for c in value) or not token_ok(value)):
+        return False  # a token or key has digits: ``"upgrade_token": "upgrades"`` is a label
+    if text.endswith(".svg?", 0, start):
+        return False  # a coverage badge's read-only graph token, published in READMEs
     if m.group("q") or m.group("op") == "=":
         return True
     # ``key: value`` in prose ("your token: expires soon") needs a value that looks generated
@@ -194,10 +206,15 @@ _CONTEXT = re.compile(
     r"(?:key|token|secret|passw|pwd|credential|auth|bearer|session|cookie|signature|密钥|令牌|凭证)")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _PUBLIC = re.compile(r"pk_(?:live|test)_|phc_")  # publishable keys are meant for browsers
-# a digest written with its algorithm (SRI ``sha512-…``, ``sha256:…``, go.sum ``h1:…``) or a
-# data URI's payload
-_DIGEST_BEFORE = re.compile(r"(?:sha\d{1,3}|md5|h1)[:~-]$|base64,$", re.ASCII)
+# a digest written with its algorithm (SRI ``sha512-…``, ``sha256:…``, go.sum ``h1:…``), a
+# password hash (bcrypt, argon2), a data URI's payload, an SSH public key
+_DIGEST_BEFORE = re.compile(
+    r"(?:sha\d{1,3}|md5|h1)[:~-]$|base64,$|\$2[aby]?\$\d\d\$$|\$argon2\w{0,2}\$\S{0,40}\$$"
+    r"|(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d{3}|sk-ssh-ed25519@openssh\.com) $", re.ASCII)
 _DIGEST_TOKEN = re.compile(r"(?:sha\d{1,3}|md5)-", re.ASCII)
+_SLUG = re.compile(r"[a-z][a-z0-9]*(?:[_-][a-z0-9]+){2,}", re.ASCII)
+_PATH = re.compile(r"[a-z0-9_.-]*(?:/[a-z0-9_.-]*){2,}", re.ASCII)
+_OBJECT_ID = re.compile(r"[a-z]{1,8}_", re.ASCII)  # ``pi_3Mtw…``, ``evt_1…``: an API object
 _CONTEXT_CHARS = 40
 
 
@@ -207,6 +224,8 @@ def _entropy_ok(token: str) -> bool:
         return False
     if all(c in "0123456789abcdefABCDEF" for c in token):
         return len(token) >= 32 and shannon_entropy(token) >= 3.0
+    if _SLUG.fullmatch(token) or _PATH.fullmatch(token):
+        return False  # ``bm25s_very_big_index``, ``projects/acme/secrets/db``: words, not a key
     return any(c.isalpha() for c in token) and shannon_entropy(token) >= 3.7
 
 
@@ -223,8 +242,10 @@ def _bare_ok(token: str) -> bool:
     (upper, lower, digit) changes at least every third step. Identifiers (``UserProfile2Form``)
     change class once a word; random base62 changes at 62% of steps."""
     body = token.rstrip("=")
-    if len(body) < _BARE_MIN or "/" in body or not _entropy_ok(token):
-        return False
+    if len(body) < _BARE_MIN or "/" in body or body.startswith("eyJ") \
+            or _OBJECT_ID.match(body) or not _entropy_ok(token):
+        return False  # too short, a path, base64 JSON (a real JWT is ``secret.jwt``), an id
+        # with its type prefix (tokens with a prefix are ``secret_rules``' business)
     if all(c in "0123456789abcdefABCDEF-" for c in body):
         return False  # digests, SHAs, UUIDs: hex is never a bare secret
     if sum(c.isupper() for c in body) < 2 or sum(c.islower() for c in body) < 2 \
@@ -249,10 +270,16 @@ def _in_context(text: str, start: int) -> bool:
     return _CONTEXT.search(fold_ascii(window)) is not None
 
 
+_ASSIGNED = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,60})[\"']?[ \t]{0,3}(?:=>|:=|[=:])")
+
+
 def _value_name(window: str) -> str:
-    """The name a value is assigned to: the identifier before ``=``/``:``/quotes/spaces."""
-    end = len(window.rstrip(" \t\"':=>"))
-    return _name_at(window, end)
+    """The name a value is assigned to: the last ``name =``/``name:`` in the window before it
+    (``password_hash: $2b$…`` names the hash, not the ``$2b$`` prefix)."""
+    last = ""
+    for m in _ASSIGNED.finditer(window):
+        last = m.group(1)
+    return last
 
 
 _ARMOR = re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]{1,40}-----")
@@ -299,8 +326,9 @@ class HighEntropyDetector:
         armored = _armored(text) if self.bare else ([], [])
         for m in _CANDIDATE.finditer(text):
             token, window = m.group(), _line_window(text, m.start())
-            if _DIGEST_BEFORE.search(window) or not _names_a_credential(_value_name(window)):
-                continue
+            if _DIGEST_BEFORE.search(window) or not _names_a_credential(_value_name(window)) \
+                    or (window.endswith(".") and "/" in token):
+                continue  # a digest, a hash or id field, a URL's path after its host
             context = _in_context(text, m.start())
             if (context and _entropy_ok(token)) if not self.bare else \
                     (not context and text[m.start() - 1:m.start()] != "/" and _bare_ok(token)
