@@ -145,6 +145,9 @@ RULES: tuple[Rule, ...] = (
     _r("langsmith_key", "lsv2_sk_", (HEX, 32, 32), "_", (HEX, 10, 10)),
     _r("pinecone_key", "pcsk_", (AN_, 50, 90)),
     # --- payments and commerce
+    _r("plaid_token", "access-sandbox-", (HEX + "\\-", 36, 36)),
+    _r("plaid_token", "access-development-", (HEX + "\\-", 36, 36)),
+    _r("plaid_token", "access-production-", (HEX + "\\-", 36, 36)),
     _r("stripe_key", "whsec_", (AN, 32, 64)),
     _r("square_token", "sq0atp-", (AN_, 22, 60)),
     _r("square_token", "sq0csp-", (AN_, 43, 43)),
@@ -182,6 +185,8 @@ RULES: tuple[Rule, ...] = (
        (HEX + "@\\-", 73, 73), "/IncomingWebhook/", (HEX, 32, 32), "/", (HEX + "\\-", 36, 36)),
     # --- SaaS APIs
     _r("linear_key", "lin_api_", (AN, 40, 40)),
+    _r("launchdarkly_key", "sdk-", (HEX + "\\-", 36, 36)),
+    _r("launchdarkly_key", "api-", (HEX + "\\-", 36, 36)),
     _r("notion_token", "ntn_", ("0-9", 11, 11), (AN, 35, 35)),
     _r("notion_token", "secret_", (AN, 43, 43)),
     _r("airtable_token", "pat", (AN, 14, 14), ".", (HEX, 64, 64)),

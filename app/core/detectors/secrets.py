@@ -137,7 +137,7 @@ _KEYWORD = (r"(?:secret[_-]?key|client[_-]?secret|api[_-]?key|apikey|access[_-]?
 # ``[ \t]`` around the operator, not ``\s``: ``PASSWORD=`` with nothing after it must not take
 # the next line's ``DB_HOST=localhost`` as its value.
 _ASSIGN = re.compile(
-    rf"{_KEYWORD}[\"']?[ \t]{{0,4}}(?P<op>[:=：]|是|为)[ \t]{{0,4}}(?P<q>[\"']?)"
+    rf"{_KEYWORD}[\"']?[ \t]{{0,4}}(?P<op>=>|[:=：]|是|为)[ \t]{{0,4}}(?P<q>[\"']?)"
     r"(?P<value>[^\s\"'`,;<>(){}\[\]]{6,256})")
 # ``--password hunter22``, ``--api-key=…``, ``curl -u user:pass``
 _FLAG = re.compile(
@@ -145,11 +145,28 @@ _FLAG = re.compile(
     r"(?P<op>[ =])(?P<q>[\"']?)(?P<value>[^\s\"'`,;<>(){}\[\]-][^\s\"'`,;<>(){}\[\]]{5,255})")
 _CURL_USER = re.compile(
     r"(?:-u|--user)(?P<op>[ =])(?P<q>[\"']?)[^\s:'\"@]{1,64}:(?P<value>[^\s'\"@]{3,128})")
+# where a password has no operator: SQL ``IDENTIFIED BY '…'``, ``mysql -p…``, ``redis-cli -a …``,
+# ``auth=("user", "…")``, .NET ``<add key="DbPassword" value="…"/>``, netrc and prose
+# ``password …`` / ``password is …`` / ``密码 …`` (the last only for values that look generated)
+_SQL = re.compile(
+    r"identified[ \t]{1,4}by[ \t]{1,4}(?P<op>)(?P<q>['\"])(?P<value>[^'\"\s]{4,128})")
+_CLI = re.compile(
+    r"(?:mysql|mysqldump|mariadb|redis-cli)[ \t][^\n]{0,80}?[ \t]-(?:p|a[ \t])(?P<op>)"
+    r"(?P<q>[\"']?)(?P<value>[^\s\"'-][^\s\"']{3,127})")
+_AUTH_TUPLE = re.compile(
+    r"auth[ \t]?=[ \t]?\([ \t]?[\"'][^\"'\n]{1,64}[\"'][ \t]?,[ \t]?(?P<op>)(?P<q>[\"'])"
+    r"(?P<value>[^\"'\s]{4,128})")
+_XML_ADD = re.compile(
+    r"key=\"[^\"\n]{0,40}(?:password|passwd|secret|token|apikey|api_key)[^\"\n]{0,20}\""
+    r"[ \t]{1,4}value=(?P<op>)(?P<q>\")(?P<value>[^\"\s]{4,256})")
+_SPACED = re.compile(
+    r"(?:password|passwd|passphrase|密码|口令)(?P<op>[ \t]{1,4}(?:(?:is|was)[ \t]{1,4})?)"
+    r"(?P<q>[\"']?)(?P<value>[^\s\"'`,;<>(){}\[\]]{8,128})")
 # names of values that are not credentials even next to a credential word: hashes, digests,
 # ids, references (``hashed_secret`` in a scanner baseline, ``token_id``, ``key_fingerprint``)
 _NOT_CREDENTIAL = re.compile(
     r"hash|sha\d|digest|checksum|integrity|fingerprint|etag|commit|revision|(?:^|[_.-])rev$"
-    r"|nonce|uuid|guid|version|(?:^|[_.-])(?:id|ids|sid|ref|url|uri|path|file|name|type|length"
+    r"|nonce|uuid|guid|version|(?:^|[_.-])(?:id|ids|ref|url|uri|path|file|name|type|length"
     r"|size)$"
     r"|(?<=[a-z])(?:Id|Ids|Url|Uri|Path|File|Name|Type)$")
 _PASSWORD_WORDS = ("pass", "pwd", "secret", "密码", "口令")  # people choose these: any value
@@ -182,20 +199,31 @@ def _assignment_ok(m: re.Match[str], text: str) -> bool:
     if not m.group("q") and _CODE_NAME.fullmatch(value):
         return False  # ``password = auth_from_netrc``: an expression, not a literal
     keyword = text[start:m.start("op")].lower()
-    if not any(w in keyword for w in _PASSWORD_WORDS) \
+    if m.re in (_ASSIGN, _FLAG) and not any(w in keyword for w in _PASSWORD_WORDS) \
             and (not any(c.isdigit() for c in value) or not token_ok(value)):
         return False  # a token or key has digits: ``"upgrade_token": "upgrades"`` is a label
     if text.endswith(".svg?", 0, start):
         return False  # a coverage badge's read-only graph token, published in READMEs
+    if m.re is _SPACED:  # "password policy", "password 2 weeks ago": prose, unless generated
+        return _generated(value)
     if m.group("q") or m.group("op") == "=":
         return True
     # ``key: value`` in prose ("your token: expires soon") needs a value that looks generated
     return len(value) >= 12 or any(not c.isalpha() for c in value)
 
 
+def _generated(value: str) -> bool:
+    """Letters with digits or symbols, in two cases or with a symbol: ``vtmxN%kYCLXX``,
+    ``f81531c8-0566-…``; not ``policy``, ``2FA``, ``14``."""
+    kinds = (any(c.islower() for c in value), any(c.isupper() for c in value),
+             any(c.isdigit() for c in value), any(not c.isalnum() for c in value))
+    return kinds[0] + kinds[1] >= 1 and sum(kinds) >= 3
+
+
 PASSWORD_ASSIGNMENT = PatternDetector(
     name="secret.password_assignment", type="secret.password_assignment", action="drop",
-    patterns=(_ASSIGN, _FLAG, _CURL_USER), accept=_assignment_ok, group="value", fold=True)
+    patterns=(_ASSIGN, _FLAG, _CURL_USER, _SQL, _CLI, _AUTH_TUPLE, _XML_ADD, _SPACED),
+    accept=_assignment_ok, group="value", fold=True)
 
 # ---- high-entropy tokens: next to a credential word on the same line, or bare and generated
 # A token may follow ``=`` (``BOX_KEY=…``); it is never the inside of a longer run.
@@ -210,9 +238,10 @@ _PUBLIC = re.compile(r"pk_(?:live|test)_|phc_")  # publishable keys are meant fo
 # password hash (bcrypt, argon2), a data URI's payload, an SSH public key
 _DIGEST_BEFORE = re.compile(
     r"(?:sha\d{1,3}|md5|h1)[:~-]$|base64,$|\$2[aby]?\$\d\d\$$|\$argon2\w{0,2}\$\S{0,40}\$$"
+    r"|\$(?:1|5|6|y|apr1)\$(?:rounds=\d{1,7}\$)?[^\s$]{0,40}\$$"
     r"|(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d{3}|sk-ssh-ed25519@openssh\.com) $", re.ASCII)
 _DIGEST_TOKEN = re.compile(r"(?:sha\d{1,3}|md5)-", re.ASCII)
-_SLUG = re.compile(r"[a-z][a-z0-9]*(?:[_-][a-z0-9]+){2,}", re.ASCII)
+_SLUG = re.compile(r"[a-z][a-z0-9]*(?:[_-](?:[a-z]+|[0-9]+)){2,}", re.ASCII)
 _PATH = re.compile(r"[a-z0-9_.-]*(?:/[a-z0-9_.-]*){2,}", re.ASCII)
 _OBJECT_ID = re.compile(r"[a-z]{1,8}_", re.ASCII)  # ``pi_3Mtw…``, ``evt_1…``: an API object
 _CONTEXT_CHARS = 40
@@ -263,8 +292,13 @@ def _line_window(text: str, start: int) -> str:
     return text[max(line_start, start - _CONTEXT_CHARS):start]
 
 
+_VALUE_LINE = re.compile(r"[ \t]*(?:-[ \t]*)?value[ \t]*[:=][ \t]*[\"']?")
+
+
 def _in_context(text: str, start: int) -> bool:
     window = _line_window(text, start)
+    if _VALUE_LINE.fullmatch(window):  # ``- name: API_SECRET`` / ``  value: …`` (Kubernetes env)
+        window = _line_window(text, start - len(window) - 1) + window
     if text.startswith("//", start):  # a URI's path: its scheme ("session:") is no context
         window = _SCHEME.sub("", window)
     return _CONTEXT.search(fold_ascii(window)) is not None
