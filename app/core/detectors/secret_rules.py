@@ -42,7 +42,11 @@ class Rule:
 
     @property
     def pattern(self) -> str:
-        return _START + "".join(map(_element, self.parts)) + _END
+        """Its parts between the guards; ``body`` is what follows a leading literal (checked
+        for placeholders: Twitter's bearer tokens start with twenty ``A``)."""
+        lead = re.escape(self.parts[0]) if isinstance(self.parts[0], str) else ""
+        rest = self.parts[1:] if lead else self.parts
+        return f"{_START}{lead}(?P<body>{''.join(map(_element, rest))}){_END}"
 
 
 def _element(part: Part) -> str:
@@ -224,18 +228,26 @@ RULES: tuple[Rule, ...] = (
     _r("salesforce_token", "00D", (AN, 12, 12), "!", (AN + "._", 80, 120)),
 )
 
-_PLACEHOLDER_RUN = re.compile(r"(.)\1{4}|xxx|XXX|abcdef|ABCDEF|123456|EXAMPLE|<|>|\*\*\*")
+_PLACEHOLDER_RUN = re.compile(r"(.)\1{4}|xxx|XXX|EXAMPLE|<|>|\*\*\*")
+_SEQUENTIAL_RUN = re.compile(r"abcdef|ABCDEF|123456")
 
 
 def token_ok(token: str) -> bool:
     """Not a documentation placeholder: no ``xxx``, no five equal characters in a row, no
-    ``abcdef``/``123456`` run (a random token has one of these with probability < 1e-3), no
-    ``EXAMPLE`` (AWS's documented ``AKIAIOSFODNN7EXAMPLE`` and its secret key)."""
+    ``EXAMPLE`` (AWS's documented ``AKIAIOSFODNN7EXAMPLE`` and its secret key). Enough for a
+    provider-shaped token: its prefix already says it is a credential, and made-up test
+    tokens (``xoxb-123456789012-…``) are what scanners' own corpora hold as positives."""
     return _PLACEHOLDER_RUN.search(token) is None
 
 
+def generic_ok(token: str) -> bool:
+    """A bare high-entropy candidate has no prefix to vouch for it, so an ``abcdef``/``123456``
+    run also marks it as made up (a random token has one with probability < 1e-3)."""
+    return token_ok(token) and _SEQUENTIAL_RUN.search(token) is None
+
+
 def _accept(m: re.Match[str], _text: str) -> bool:
-    return token_ok(m.group())
+    return token_ok(m.group("body"))
 
 
 def _patterns() -> dict[str, list[str]]:

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import re
 from typing import ClassVar
 
 from app.core.detectors.base import PatternDetector, fold_ascii, shannon_entropy
 from app.core.detectors.literals import Factor, required_factors
-from app.core.detectors.secret_rules import PROVIDER_DETECTORS, token_ok
-from app.core.guards.safety import Finding
+from app.core.detectors.secret_rules import PROVIDER_DETECTORS, generic_ok, token_ok
+from app.core.guards.safety import Detector, Finding
 
 
 def _token_accept(m: re.Match[str], _text: str) -> bool:
@@ -200,7 +201,7 @@ def _assignment_ok(m: re.Match[str], text: str) -> bool:
         return False  # ``password = auth_from_netrc``: an expression, not a literal
     keyword = text[start:m.start("op")].lower()
     if m.re in (_ASSIGN, _FLAG) and not any(w in keyword for w in _PASSWORD_WORDS) \
-            and (not any(c.isdigit() for c in value) or not token_ok(value)):
+            and (not any(c.isdigit() for c in value) or not generic_ok(value)):
         return False  # a token or key has digits: ``"upgrade_token": "upgrades"`` is a label
     if text.endswith(".svg?", 0, start):
         return False  # a coverage badge's read-only graph token, published in READMEs
@@ -249,7 +250,7 @@ _CONTEXT_CHARS = 40
 
 def _entropy_ok(token: str) -> bool:
     if _UUID.fullmatch(token) or _PUBLIC.match(token) or _DIGEST_TOKEN.match(token) \
-            or not any(c.isdigit() for c in token) or not token_ok(token):
+            or not any(c.isdigit() for c in token) or not generic_ok(token):
         return False
     if all(c in "0123456789abcdefABCDEF" for c in token):
         return len(token) >= 32 and shannon_entropy(token) >= 3.0
@@ -259,6 +260,7 @@ def _entropy_ok(token: str) -> bool:
 
 
 _BARE_MIN = 24
+_SEPARATORS = re.compile(r"[-_]")
 
 
 def _class(c: str) -> int:
@@ -277,10 +279,13 @@ def _bare_ok(token: str) -> bool:
         # with its type prefix (tokens with a prefix are ``secret_rules``' business)
     if all(c in "0123456789abcdefABCDEF-" for c in body):
         return False  # digests, SHAs, UUIDs: hex is never a bare secret
+    if max(map(len, _SEPARATORS.split(body))) < max(12, len(body) // 3):
+        return False  # words joined by separators (``CANARY-v-session-1695a6c2``): random
+        # base64url puts a ``-``/``_`` in one character of 32, so its runs are long
     if sum(c.isupper() for c in body) < 2 or sum(c.islower() for c in body) < 2 \
             or sum(c.isdigit() for c in body) < 2:
         return False
-    changes = sum(_class(a) != _class(b) for a, b in zip(body, body[1:], strict=False))
+    changes = sum(_class(a) != _class(b) for a, b in itertools.pairwise(body))
     return changes >= 0.35 * (len(body) - 1) and shannon_entropy(body) >= 4.0
 
 
@@ -375,6 +380,7 @@ class HighEntropyDetector:
 HIGH_ENTROPY = HighEntropyDetector()
 BARE_TOKEN = HighEntropyDetector(name="secret.high_entropy.bare", bare=True)
 
-SECRET_DETECTORS = (AWS_ACCESS_KEY, GITHUB_TOKEN, OPENAI_KEY, ANTHROPIC_KEY, SLACK_TOKEN,
-                    STRIPE_KEY, GOOGLE_API_KEY, PRIVATE_KEY, JWT, PASSWORD_IN_URL,
-                    PASSWORD_ASSIGNMENT, HIGH_ENTROPY, BARE_TOKEN, *PROVIDER_DETECTORS)
+SECRET_DETECTORS: tuple[Detector, ...] = (
+    AWS_ACCESS_KEY, GITHUB_TOKEN, OPENAI_KEY, ANTHROPIC_KEY, SLACK_TOKEN, STRIPE_KEY,
+    GOOGLE_API_KEY, PRIVATE_KEY, JWT, PASSWORD_IN_URL, PASSWORD_ASSIGNMENT, HIGH_ENTROPY,
+    BARE_TOKEN, *PROVIDER_DETECTORS)
