@@ -31,6 +31,7 @@ from app.core.model import (
     Trust,
     Visibility,
 )
+from app.core.paging import Position
 from app.core.registry import Binding, BundleRevision, Channel
 from app.core.session_state import SessionState
 
@@ -229,10 +230,21 @@ class StoredCompaction:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ManifestFilter:
+    """Newest first. Every condition is part of the query, so a page is full whenever more
+    matching rows exist."""
+
     session_id: str | None = None
     task_id: str | None = None
+    key_id: str | None = None  # only the manifests this key made (a runtime key's view)
     limit: int = 50
-    before: str | None = None  # created_at cursor (ISO) for paging
+    before: str | None = None  # only manifests created before this instant (ISO 8601)
+    after: Position | None = None  # keyset: resume strictly after this row
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManifestPage:
+    manifests: list[StoredManifest]
+    next: Position | None  # the last row's position when more rows match, else None
 
 
 class KeyStore(Protocol):
@@ -375,7 +387,7 @@ class ManifestStore(Protocol):
         ...
 
     async def get(self, *, tenant_id: str, turn_id: str) -> StoredManifest | None: ...
-    async def list(self, *, tenant_id: str, filt: ManifestFilter) -> list[StoredManifest]: ...
+    async def list(self, *, tenant_id: str, filt: ManifestFilter) -> ManifestPage: ...
 
 
 class AuditLog(Protocol):

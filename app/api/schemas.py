@@ -919,7 +919,8 @@ class ContextResponse(BaseModel):
 
 class ManifestList(BaseModel):
     manifests: list[ManifestOut]
-    next_before: str | None
+    next_cursor: str | None = Field(
+        description="Pass as ``cursor`` for the next page (opaque); null on the last page.")
 
 
 class AuditList(BaseModel):

@@ -13,7 +13,8 @@ from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.manifests import PgManifestStore
 from app.core.errors import InvalidRequest
-from app.ports import AuditRecord, ManifestFilter, StoredManifest
+from app.core.paging import Position
+from app.ports import AuditRecord, ManifestFilter, ManifestPage, StoredManifest
 
 
 @pytest.fixture
@@ -71,16 +72,52 @@ async def test_list_filters_newest_first_and_pages(db: Database, tenant: str) ->
                      else "t1", minute=i)
         await store.insert(tenant_id=tenant, manifest=m, audit=[])
     everything = await store.list(tenant_id=tenant, filt=ManifestFilter())
-    assert [m.turn_id for m in everything] == ["turn-4", "turn-3", "turn-2", "turn-1", "turn-0"]
+    assert turns(everything) == ["turn-4", "turn-3", "turn-2", "turn-1", "turn-0"]
+    assert everything.next is None
     s1 = await store.list(tenant_id=tenant, filt=ManifestFilter(session_id="s1"))
-    assert [m.turn_id for m in s1] == ["turn-4", "turn-2", "turn-0"]
+    assert turns(s1) == ["turn-4", "turn-2", "turn-0"]
     t1 = await store.list(tenant_id=tenant, filt=ManifestFilter(task_id="t1", limit=2))
-    assert [m.turn_id for m in t1] == ["turn-3", "turn-2"]
-    cursor = t1[-1].body["created_at"]
-    page2 = await store.list(tenant_id=tenant, filt=ManifestFilter(task_id="t1", before=cursor))
-    assert [m.turn_id for m in page2] == ["turn-1", "turn-0"]
+    assert turns(t1) == ["turn-3", "turn-2"]
+    assert t1.next == Position(created_at=T0 + timedelta(minutes=2), turn_id="turn-2")
+    page2 = await store.list(tenant_id=tenant, filt=ManifestFilter(task_id="t1", limit=2,
+                                                                   after=t1.next))
+    assert turns(page2) == ["turn-1", "turn-0"] and page2.next is None
+    older = await store.list(tenant_id=tenant, filt=ManifestFilter(
+        before=(T0 + timedelta(minutes=2)).isoformat()))
+    assert turns(older) == ["turn-1", "turn-0"]
     with pytest.raises(InvalidRequest):
         await store.list(tenant_id=tenant, filt=ManifestFilter(before="yesterday"))
+
+
+async def test_list_pages_same_instant_turns_of_one_key_exactly_once(
+    db: Database, tenant: str
+) -> None:
+    """Keyset paging on (created_at, turn_id): 25 turns of one instant, interleaved with
+    another key's, come back in full pages of the asked key only, each exactly once."""
+    store = PgManifestStore(db)
+    for i in range(50):
+        m = manifest(f"turn-{i:02d}")
+        await store.insert(tenant_id=tenant, audit=[], manifest=StoredManifest(
+            turn_id=m.turn_id, key_id="key_a" if i % 2 else "key_b", request_sha256="aa",
+            body=m.body))
+    seen: list[str] = []
+    after: Position | None = None
+    while True:
+        page = await store.list(tenant_id=tenant, filt=ManifestFilter(
+            key_id="key_a", limit=7, after=after))
+        seen += turns(page)
+        if page.next is None:
+            assert len(page.manifests) == 25 % 7
+            break
+        assert len(page.manifests) == 7
+        after = page.next
+    assert seen == sorted((f"turn-{i:02d}" for i in range(1, 50, 2)), reverse=True)
+    assert all(m.key_id == "key_a" for m in (await store.list(
+        tenant_id=tenant, filt=ManifestFilter(key_id="key_a", limit=200))).manifests)
+
+
+def turns(page: ManifestPage) -> list[str]:
+    return [m.turn_id for m in page.manifests]
 
 
 async def test_manifests_and_audit_are_per_tenant(
@@ -89,7 +126,7 @@ async def test_manifests_and_audit_are_per_tenant(
     store, audit = PgManifestStore(db), PgAuditLog(db)
     await store.insert(tenant_id=tenant, manifest=manifest("turn-1"), audit=[record("turn-1")])
     assert await store.get(tenant_id=other_tenant, turn_id="turn-1") is None
-    assert await store.list(tenant_id=other_tenant, filt=ManifestFilter()) == []
+    assert turns(await store.list(tenant_id=other_tenant, filt=ManifestFilter())) == []
     assert await audit.list(tenant_id=other_tenant, turn_id=None, limit=10) == []
     # The same turn id in another tenant is its own manifest.
     assert await store.insert(tenant_id=other_tenant, manifest=manifest("turn-1"), audit=[]) is None

@@ -6,13 +6,12 @@ turn already had a manifest (a retry of the same ``turn_id``) it writes nothing 
 the stored one, so the caller can compare ``request_sha256`` and answer idempotently.
 
 The indexed columns (session, task, user, created_at) are copied out of the body; created_at
-is the body's ``created_at`` when it has one, so the ``before`` cursor of ``list`` matches
-what clients see. ``list`` is newest first.
+is the body's ``created_at`` when it has one, so the ``before`` filter of ``list`` matches
+what clients see. ``list`` is newest first, paged by keyset (``app.core.paging``).
 """
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +21,8 @@ from app.adapters.postgres.audit import record_params
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database, Row, Sql
 from app.core.errors import InvalidRequest
-from app.ports import AuditRecord, ManifestFilter, StoredManifest
+from app.core.paging import Position
+from app.ports import AuditRecord, ManifestFilter, ManifestPage, StoredManifest
 
 INSERT_SQL = """
 INSERT INTO manifests (tenant_id, turn_id, key_id, session_id, task_id, user_id,
@@ -34,14 +34,21 @@ RETURNING turn_id
 """
 _COLS = "turn_id, key_id, request_sha256, body"
 GET_SQL = f"SELECT {_COLS} FROM manifests WHERE tenant_id = :tenant_id AND turn_id = :turn_id"  # noqa: S608 - constant fragments, values are bound
+# Keyset paging on (created_at, turn_id), unique per tenant: rows sharing a timestamp are
+# neither skipped nor repeated. A runtime key's visibility (key_id) is a condition here, not a
+# filter after the LIMIT, so a page is short only at the end. One row past the limit says
+# whether there is a next page.
 LIST_SQL = f"""
-SELECT {_COLS} FROM manifests
+SELECT {_COLS}, created_at FROM manifests
 WHERE tenant_id = :tenant_id
   AND (CAST(:session_id AS text) IS NULL OR session_id = :session_id)
   AND (CAST(:task_id AS text) IS NULL OR task_id = :task_id)
+  AND (CAST(:key_id AS text) IS NULL OR key_id = :key_id)
   AND (CAST(:before AS timestamptz) IS NULL OR created_at < CAST(:before AS timestamptz))
+  AND (CAST(:after_at AS timestamptz) IS NULL
+       OR (created_at, turn_id) < (CAST(:after_at AS timestamptz), CAST(:after_id AS text)))
 ORDER BY created_at DESC, turn_id DESC
-LIMIT :limit
+LIMIT :limit + 1
 """  # noqa: S608 - constant fragments, values are bound
 # The manifest and its audit records in one statement (one round trip per turn): the audit
 # rows go in only if the manifest did, i.e. not for a retried turn_id.
@@ -130,15 +137,22 @@ class PgManifestStore:
             row = await conn.fetchrow(_GET, {"tenant_id": tenant_id, "turn_id": turn_id})
         return _stored(row) if row is not None else None
 
-    async def list(
-        self, *, tenant_id: str, filt: ManifestFilter
-    ) -> builtins.list[StoredManifest]:
+    async def list(self, *, tenant_id: str, filt: ManifestFilter) -> ManifestPage:
+        after = filt.after
         params = {
             "tenant_id": tenant_id,
             "session_id": filt.session_id,
             "task_id": filt.task_id,
+            "key_id": filt.key_id,
             "before": _before(filt.before),
+            "after_at": after.created_at if after is not None else None,
+            "after_id": after.turn_id if after is not None else None,
             "limit": filt.limit,
         }
         async with self._db.read_tx(tenant_id) as conn:
-            return [_stored(r) for r in await conn.fetch(_LIST, params)]
+            rows = await conn.fetch(_LIST, params)
+        page, more = rows[:filt.limit], len(rows) > filt.limit
+        return ManifestPage(
+            manifests=[_stored(r) for r in page],
+            next=Position(created_at=page[-1].created_at, turn_id=page[-1].turn_id)
+            if more else None)

@@ -469,12 +469,14 @@ class AsyncCtxgateClient:
 
     async def list_manifests(self, *, session_id: str | None = None,
                              task_id: str | None = None, limit: int | None = None,
-                             before: str | None = None) -> ManifestList:
-        """GET /v1/manifests: newest first; page on with ``next_before``."""
+                             before: str | None = None, cursor: str | None = None
+                             ) -> ManifestList:
+        """GET /v1/manifests: newest first (``before``: only older turns); page on by passing
+        a page's ``next_cursor`` as ``cursor``."""
         return await self._send(Call(
             method="GET", path="/v1/manifests", read=model(ManifestList), idempotent=True,
             params={"session_id": session_id, "task_id": task_id, "limit": limit,
-                    "before": before}))
+                    "before": before, "cursor": cursor}))
 
     async def list_audit(self, *, turn_id: str | None = None, limit: int | None = None
                          ) -> AuditList:

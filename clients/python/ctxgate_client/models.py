@@ -232,7 +232,7 @@ class ContextResponse(Out):
 
 class ManifestList(Out):
     manifests: list[Manifest]
-    next_before: str | None = None
+    next_cursor: str | None = None
 
 
 class AuditList(Out):
