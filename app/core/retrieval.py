@@ -9,6 +9,10 @@ the permission guard re-checks what the query already pushed down.
 dynamic section's share can hold (``ceil(share_tokens / chunk_tokens)``, at least the
 server's minimum, at most ``POOL_MAX`` per ranker); a request's ``RetrievalLimits`` replace
 any default (the edge refuses limits above ``POOL_MAX``).
+
+Knowledge chunks and other sessions' events carry one priority, ``RETRIEVED_PRIORITY``: the
+budget then orders them by the score the relevance guard fused across layers, so what fills
+the dynamic section is the most relevant evidence, whichever store holds it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ from app.core.refs import doc_ref, event_ref, memory_ref, session_ref
 
 STALE_RANK_PENALTY = 20  # ranks a stale memory is pushed back by before fusion
 POOL_MAX = 100  # candidates one ranker returns per layer and turn, at most
+# A ranked retrieval's budget priority, knowledge and transcript alike: below task state and
+# memories (curated, few), above older session history.
+RETRIEVED_PRIORITY = 40
 # A transcript hit's ranker as the manifest names it: words stay "transcript" (what manifests
 # have always said), meaning is "transcript_vector".
 _TRANSCRIPT_RANKER = {"fts": "transcript", "vector": "transcript_vector"}
@@ -141,7 +148,7 @@ def knowledge_candidates(
                 ),
                 tokens=count_tokens(first.text) if first.tokens is None else first.tokens,
                 scanned=scanned(first.text, first.findings),
-                priority=40,
+                priority=RETRIEVED_PRIORITY,
                 scores=tuple(sorted((h.ranker, h.rank) for h in group)),
                 similarity=max(sims) if sims else None,
                 reason="retrieved",
@@ -180,7 +187,7 @@ def transcript_candidates(
             owner_user_id=owner_user_id,
             freshness=Freshness(observed_at=h.event.created_at, revision=f"seq{h.event.seq}"),
             tokens=count_tokens(h.event.content),
-            priority=30,
+            priority=RETRIEVED_PRIORITY,
             scores=tuple(sorted((_TRANSCRIPT_RANKER[x.ranker], x.rank) for x in group)),
             similarity=max(sims) if sims else None,
             reason="transcript search",

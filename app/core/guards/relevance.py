@@ -7,6 +7,11 @@ similarity_baseline=0.75)``
   labels are kept) and their ``(ranker, rank)`` pairs unioned; a ranker listed twice counts once,
   with its best rank, so a duplicate delivery cannot inflate the score.
 * A candidate with scores gets ``score = Σ 1 / (rrf_k + rank)`` (reciprocal rank fusion).
+  The ranks of a judged candidate (knowledge, transcript: ``FLOORED``) are its ranks **across
+  layers** (``across_layers``): each signal's per-layer lists (meaning: ``vector`` and
+  ``transcript_vector``; words: ``fts`` and ``transcript``) are merged into one list, so a
+  chunk and an earlier session's event compete on one relevance scale, not on which store
+  found them. With one layer the ranks are the layer's own.
 * A ranked knowledge or transcript candidate (the layers the budget sizes) gets a
   ``relevance`` in 0..1,
   the better of two signals: lexical, the share of the query's terms its text holds
@@ -18,7 +23,8 @@ similarity_baseline=0.75)``
 * It is ``weak`` (noise, see ``noise``) when the floor barely passed it (``relevance <
   floor + NOISE_MARGIN``) or it shares no query term and its rescaled similarity is below
   ``NOISE_SIMILARITY``.
-* beyond ``limits[layer]`` candidates of its layer, ranked by score desc then ref
+* beyond ``limits[layer]`` candidates of its layer, ranked by the fusion of its layer's own
+  ranks desc then ref (a layer's depth is decided within the layer)
                                            → ``dropped.relevance.layer_limit``
   A layer absent from ``limits`` is not limited.
 * Candidates without scores (session history, task state, instructions, the query) are not
@@ -30,7 +36,7 @@ Survivors keep their input order; the compiler and the budget do their own order
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from app.core import fts
 from app.core.model import Candidate, Drop, DropLayer, Layer, Segment
@@ -40,6 +46,10 @@ from app.core.model import Candidate, Drop, DropLayer, Layer, Segment
 FLOORED = frozenset({Layer.KNOWLEDGE, Layer.SESSION})
 NOISE_MARGIN = 0.1
 NOISE_SIMILARITY = 0.3
+# What a floored layer's ranker measures. Rankers of one signal are merged across layers by
+# a measure that means the same in every layer (``across_layers``).
+SIGNAL = {"vector": "meaning", "transcript_vector": "meaning",
+          "fts": "words", "transcript": "words"}
 
 
 def merge_by_ref(candidates: Iterable[Candidate]) -> list[Candidate]:
@@ -63,14 +73,53 @@ def rrf(scores: Iterable[tuple[str, int]], rrf_k: int) -> float:
     return sum(1.0 / (rrf_k + rank) for rank in best.values())
 
 
-def _scored(c: Candidate, rrf_k: int, judgement: Mapping[str, float | bool]) -> Candidate:
-    """``c`` fused (and judged): one copy, the guard's cost being mostly copies."""
-    score = rrf(c.scores, rrf_k)
+def _scored(c: Candidate, rrf_k: int, fused: tuple[tuple[str, int], ...]) -> Candidate:
+    """``c`` with the score of its ``fused`` ranks (its own, or across layers)."""
+    score = rrf(fused, rrf_k)
     ranks = ", ".join(f"{ranker}#{rank}" for ranker, rank in c.scores)
-    reason = f"rrf {score:.4f} ({ranks})"
+    moved = [f"{ranker}#{rank}" for ranker, rank in fused if (ranker, rank) not in c.scores]
+    reason = f"rrf {score:.4f} ({ranks}" + (
+        f"; across layers {', '.join(moved)})" if moved else ")")
     return dataclasses.replace(c, score=score,
-                               reason=f"{c.reason}; {reason}" if c.reason else reason,
-                               **judgement)  # type: ignore[arg-type]
+                               reason=f"{c.reason}; {reason}" if c.reason else reason)
+
+
+def across_layers(candidates: Sequence[Candidate], lexical: Mapping[str, float]
+                  ) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Each judged candidate's ``(ranker, rank)`` pairs with the ranks of ONE list per signal
+    over every layer (by ref; rankers outside ``SIGNAL`` keep their rank).
+
+    A signal's per-layer lists are merged keeping each list's own order (its store ranked it
+    best); between layers the heads are compared on a measure that means the same in every
+    layer, for one query and one embedder: cosine similarity for meaning, ``lexical`` (the
+    share of the query's terms held) for words; ties go to the better in-layer rank, then the
+    layer. A rank across layers is the in-layer rank plus the candidates of other layers
+    merged ahead of it, so a single layer's ranks are unchanged.
+    """
+    out = {c.ref: dict(c.scores) for c in candidates}
+    for signal in ("meaning", "words"):
+        lists: dict[Layer, list[tuple[int, str, Candidate]]] = {}
+        for c in candidates:
+            for ranker, rank in c.scores:
+                if SIGNAL.get(ranker) == signal:
+                    lists.setdefault(c.layer, []).append((rank, ranker, c))
+        if len(lists) < 2:
+            continue
+        queues = {layer: sorted(items, key=lambda x: (x[0], x[2].ref))
+                  for layer, items in lists.items()}
+        taken = dict.fromkeys(queues, 0)
+
+        def measure(c: Candidate, signal: str = signal) -> float:
+            return (c.similarity or 0.0) if signal == "meaning" else lexical.get(c.ref, 0.0)
+
+        while live := [layer for layer, q in queues.items() if taken[layer] < len(q)]:
+            layer = min(live, key=lambda layer: (-measure(queues[layer][taken[layer]][2]),
+                                                 queues[layer][taken[layer]][0], layer.value))
+            rank, ranker, c = queues[layer][taken[layer]]
+            ahead = sum(n for other, n in taken.items() if other is not layer)
+            out[c.ref][ranker] = rank + ahead
+            taken[layer] += 1
+    return {ref: tuple(sorted(ranks.items())) for ref, ranks in out.items()}
 
 
 def _drop(c: Candidate, rule: str, reason: str, *, floor: float | None = None) -> Drop:
@@ -86,15 +135,13 @@ def rescaled(similarity: float | None, baseline: float) -> float:
     return min(1.0, max(0.0, (similarity - baseline) / (1.0 - baseline)))
 
 
-def judge(c: Candidate, coverage: Callable[[str], float], *, floor: float, baseline: float
-          ) -> dict[str, float | bool]:
-    """``c``'s ``relevance`` and ``weak`` (see the module contract); ``coverage``:
-    ``fts.coverage_of`` the query's terms."""
-    lexical = coverage(c.content)
+def judge(c: Candidate, lexical: float, *, floor: float, baseline: float) -> Candidate:
+    """``c`` with its ``relevance`` and ``weak`` (see the module contract); ``lexical``: the
+    share of the query's terms it holds (``fts.coverage``)."""
     semantic = rescaled(c.similarity, baseline)
     relevance = max(lexical, semantic)
     weak = relevance < floor + NOISE_MARGIN or (lexical == 0.0 and semantic < NOISE_SIMILARITY)
-    return {"relevance": relevance, "weak": weak}
+    return dataclasses.replace(c, relevance=relevance, weak=weak)
 
 
 def noise(segments: Iterable[Segment]) -> dict[str, float | int]:
@@ -119,12 +166,12 @@ def relevance_guard(
 ) -> tuple[list[Candidate], list[Drop]]:
     coverage = fts.coverage_of(fts.query_terms(query))
     merged = merge_by_ref(candidates)
-    out = [_scored(c, rrf_k, judge(c, coverage, floor=floor, baseline=similarity_baseline)
-                   if c.layer in FLOORED else {})
-           if c.scores else dataclasses.replace(c, score=0.0) for c in merged]
+    lexical = {c.ref: coverage(c.content) for c in merged if c.scores and c.layer in FLOORED}
+    out = [judge(c, lexical[c.ref], floor=floor, baseline=similarity_baseline)
+           if c.ref in lexical else c for c in merged]
     dropped: list[Drop] = []
     over: set[str] = set()
-    ranked = sorted((c for c in out if c.scores), key=lambda c: (-c.score, c.ref))
+    ranked = sorted((c for c in out if c.scores), key=lambda c: (-rrf(c.scores, rrf_k), c.ref))
     taken: dict[Layer, int] = {}
     for c in ranked:
         if c.relevance is not None and c.relevance < floor:
@@ -138,4 +185,8 @@ def relevance_guard(
             over.add(c.ref)
             continue
         taken[c.layer] = taken.get(c.layer, 0) + 1
-    return [c for c in out if c.ref not in over], dropped
+    kept = [c for c in out if c.ref not in over]
+    # Across layers only what survived competes: a dropped chunk takes no event's place.
+    fused = across_layers([c for c in kept if c.ref in lexical], lexical)
+    return [_scored(c, rrf_k, fused.get(c.ref, c.scores)) if c.scores
+            else dataclasses.replace(c, score=0.0) for c in kept], dropped
