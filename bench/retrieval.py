@@ -48,8 +48,10 @@ KINDS = ("knowledge", "session")
 GOALS = {"knowledge": 0.90, "session": 0.80}  # at 4k, and above the best baseline
 CONCURRENCY = 4
 DOC_BATCH = 20
-# One answer: status, latency ms, the segments' (ref, origin), total tokens, dropped ref -> type
-Answer = tuple[int, float, list[tuple[str, str]], int, dict[str, str]]
+# One answer: status, latency ms, the segments' (ref, origin), total tokens, dropped ref -> type,
+# and the turn's room for retrieved content (``room``): the baselines get the same
+Answer = tuple[int, float, list[tuple[str, str]], int, dict[str, str], int]
+RETRIEVED_KINDS = frozenset({"retrieval", "memory"})
 
 
 async def _key(owner_url: str, tenant: str) -> str:
@@ -177,10 +179,10 @@ async def _ask(base: str, key: str, data: RetrievalSet) -> dict[str, Any]:
         r = await client.post("/v1/context", content=orjson.dumps(body), headers=headers)
         ms = (time.perf_counter() - t0) * 1000
         if r.status_code != 200:
-            return r.status_code, ms, [], 0, {}
+            return r.status_code, ms, [], 0, {}, max_tokens
         m = orjson.loads(r.content)["manifest"]
         return (200, ms, [(s["ref"], s["origin"]) for s in m["segments"]], m["total_tokens"],
-                {d["ref"]: d["type"] for d in m["dropped"]})
+                {d["ref"]: d["type"] for d in m["dropped"]}, room(m))
 
     async with httpx.AsyncClient(base_url=base, timeout=300.0, headers={
             "content-type": "application/json"}) as client:
@@ -189,6 +191,15 @@ async def _ask(base: str, key: str, data: RetrievalSet) -> dict[str, Any]:
         wall = time.perf_counter() - t0
     return {"answers": {(q.qid, name): g for (q, name), g in zip(jobs, got, strict=True)},
             "wall_s": wall}
+
+
+def room(manifest: dict[str, Any]) -> int:
+    """The tokens a turn had for retrieved content: its usable budget less what it spent on
+    anything else (the query; on a new session nothing more). A baseline ranks the same
+    corpus into exactly this room, so neither side gains from the other's framing."""
+    usable = int(manifest["token_budget"]) - int(manifest["reserve_output"])
+    return usable - sum(int(s["tokens"]) for s in manifest["segments"]
+                        if s["kind"] not in RETRIEVED_KINDS)
 
 
 def _query_vectors(embedder: str, queries: Sequence[str]) -> list[npt.NDArray[np.float32]]:
@@ -225,8 +236,8 @@ def score(data: RetrievalSet, items: Sequence[Item], seqs: dict[str, list[int]],
             unresolved.append(q.qid)
             continue
         ranked = {s: base.ranked(s, q.user_id, q.query, vec) for s in SYSTEMS}
-        for name, (max_tokens, k) in SETTINGS.items():
-            _, _, segs, _, dropped = answers[(q.qid, name)]
+        for name, (_, k) in SETTINGS.items():
+            _, _, segs, _, dropped, budget = answers[(q.qid, name)]
             direct = any(ref in want for ref, _ in segs)
             memory = not direct and any(origin in want for _, origin in segs)
             via_memory[f"{name}/{q.kind}"] += memory
@@ -236,7 +247,7 @@ def score(data: RetrievalSet, items: Sequence[Item], seqs: dict[str, list[int]],
             hits.setdefault((name, q.kind, "api"), []).append((q, direct or memory))
             for s in SYSTEMS:
                 kept = (base.top_k(ranked[s], k) if k is not None
-                        else base.within_budget(ranked[s], max_tokens))
+                        else base.within_budget(ranked[s], budget))
                 got = any(base.items[n].ref in want for n in kept)
                 hits.setdefault((name, q.kind, s), []).append((q, got))
     recall: dict[str, Any] = {}
@@ -329,7 +340,8 @@ def run_retrieval(cfg: Config, *, data: RetrievalSet, embedder: str = "e5",
         "config": {"seed": cfg.seed, "embedder": embedder, "server_workers": cfg.workers,
                    "settings": {n: {"max_tokens": b, "per_layer_limit": k}
                                 for n, (b, k) in SETTINGS.items()},
-                   "baseline_budget": "the whole max_tokens, by rank, for retrieved items"},
+                   "baseline_budget": "the API turn's room for retrieved items (its usable "
+                                      "budget less its non-retrieved segments), by rank"},
         "machine": _machine(), "stores": stores,
         "dataset": {**_stats(data, items), "memories_written": memories},
         **scored, "api": _api_extras(asked["answers"]),

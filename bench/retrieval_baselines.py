@@ -5,10 +5,10 @@ user: the tenant's current knowledge chunks and that user's earlier session even
 Contract: ``Baselines(items)`` indexes once per user; ``ranked(system, user,
 query, query_vector)`` returns every visible item's index, best first; ``top_k`` takes the
 best ``k`` chunks and the best ``k`` events (the API's limits are per layer too);
-``within_budget`` fills ``max_tokens`` by rank, skipping an item that no longer fits and
-trying the next (as the API's budget gives leftovers a second chance). Baselines get the
-whole budget for retrieved items, while the API's envelope also carries its own framing:
-the comparison is, if anything, generous to the baselines.
+``within_budget`` fills a token budget by rank, skipping an item that no longer fits and
+trying the next (as the API's budget gives leftovers a second chance). The budget is the API
+turn's own room for retrieved items (``bench.retrieval.room``: its usable budget less the
+query), so both sides rank into the same number of tokens.
 
 BM25 tokens are what the server's full-text side sees of a text: lowercased words, bm25s's
 English stopwords dropped, Snowball-stemmed (PyStemmer); Chinese as character bigrams.
