@@ -69,6 +69,7 @@ from app.core.retrieval import RetrievalDefaults
 from app.integrations.mcp_server import PATH as MCP_PATH
 from app.integrations.mcp_server import McpEndpoint
 from app.observability import Metrics, make_tracer
+from app.ops_ui import explorer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.admission import Admission
 from app.service.assemble import Assembler
@@ -373,6 +374,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.openapi = openapi  # type: ignore[method-assign]
     mcp = McpEndpoint(app)  # the MCP tools over streamable HTTP (app/integrations)
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))
+    app.mount("/ops", explorer())  # the manifest explorer's static page (app/ops_ui)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
