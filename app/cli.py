@@ -97,7 +97,7 @@ def serving(settings: Settings) -> Settings:
 
     url = service_url(settings)
     try:
-        check_serving(url)
+        check_serving(url, pgbouncer=settings.database_pgbouncer)
     except NotServable as exc:
         sys.exit(f"ctxgate serve: {exc}")
     return settings.model_copy(update={"app_database_url": url, "database_url": None})

@@ -152,7 +152,8 @@ class Container:
         if settings.redis_url is None:
             raise ValueError("redis_url must be set (see app.cli serve)")
         db = await Database.open(service_url(settings), pool_size=settings.db_pool_size,
-                                 read_lanes=settings.db_read_lanes)
+                                 read_lanes=settings.db_read_lanes,
+                                 pgbouncer=settings.database_pgbouncer)
         embedder = embedder or make_embedder(settings)
         embeddings = PgEmbeddingStore(db)
         try:  # a schema of another dimension: refuse to start, not fail every write

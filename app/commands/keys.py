@@ -26,7 +26,8 @@ COLUMNS = ("key_id", "tenant", "role", "max_level", "domains", "name", "created"
 @asynccontextmanager
 async def key_service(settings: Settings) -> AsyncIterator[KeyService]:
     """A ``KeyService`` on one pooled connection as the app role, closed on exit."""
-    db = await Database.open(service_url(settings), pool_size=1)
+    db = await Database.open(service_url(settings), pool_size=1,
+                             pgbouncer=settings.database_pgbouncer)
     try:
         yield KeyService(PgKeyStore(db))
     finally:

@@ -35,7 +35,9 @@ def policy(settings: Settings) -> RetentionPolicy:
 async def retention_service(settings: Settings) -> AsyncIterator[RetentionService]:
     """A ``RetentionService`` on the app role's pool and Redis, closed on exit."""
     assert settings.redis_url is not None
-    db = await Database.open(service_url(settings), pool_size=2)  # the run's lock holds one
+    # Two: a batch and the run's lease renewal may overlap.
+    db = await Database.open(service_url(settings), pool_size=2,
+                             pgbouncer=settings.database_pgbouncer)
     redis = open_redis(settings.redis_url)
     try:
         yield RetentionService(PgRetentionStore(db),

@@ -212,6 +212,14 @@ def test_explorer_in_chromium(world: World) -> None:
                 _explained(page, ref)
                 shot("04-explain-" + ref.removeprefix("kb://"))
 
+            # the second turn: its stable section and its bundle's resolved order
+            results.filter(has_text=world.turn2).locator("button.open").click()
+            page.wait_for_selector(f"#turn-id:has-text('{world.turn2}')")
+            assert page.locator("#segments [data-section='stable'] tr.segment").count() >= 1
+            order = page.inner_text("#bundle tbody")
+            assert "AGENTS.md" in order and "services/refund/AGENTS.md" in order
+            shot("05-turn-with-bundle")
+
             # diff the two turns: what entered, what left, the stable prefix
             page.fill("#diff-a", world.turn1)
             page.fill("#diff-b", world.turn2)
@@ -221,7 +229,7 @@ def test_explorer_in_chromium(world: World) -> None:
             assert "stable prefix CHANGED" in page.inner_text("#diff .prefix")
             assert page.locator("#diff .mark-entered").count() >= 1
             page.locator("#diff-panel").scroll_into_view_if_needed()
-            shot("05-diff")
+            shot("06-diff")
 
             # a problem+json, shown readably
             page.fill("#q-user", "")
@@ -231,7 +239,7 @@ def test_explorer_in_chromium(world: World) -> None:
             problem = page.inner_text("#error")
             assert "Not found (404)" in problem and "not-found" in problem
             assert "no-such-turn" in problem
-            shot("06-problem")
+            shot("07-problem")
 
             # nothing planted ran or became an element
             assert page.evaluate("window.__xss") is None

@@ -74,7 +74,8 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
     assert await asyncio.to_thread(migrate.current, fresh_db) == migrate.head()
     up = await _state(fresh_db, role)
     assert up["tables"] == TENANT_TABLES | LATER_TABLES | {
-        "api_keys", "tenant_identity", "tenant_settings", "embedding_state", "alembic_version"}
+        "api_keys", "tenant_identity", "tenant_settings", "embedding_state", "leases",
+        "alembic_version"}
     assert up["policies"] == TENANT_TABLES | LATER_TABLES | {"api_keys"}
     # api_keys, tenant_identity, tenant_settings, erasures, knowledge_jobs: RLS enabled, not
     # forced (see the migrations)

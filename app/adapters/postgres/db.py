@@ -16,8 +16,9 @@ Contract:
   reads cost one BEGIN and one COMMIT, not seven of each. A process with no other block open
   spreads them over up to ``read_lanes`` connections (latency when idle, throughput when
   busy).
-- ``connection()`` is a ``Tx`` without a transaction: single statements (a key lookup) and
-  session-level advisory locks.
+- ``connection()`` is a ``Tx`` without a transaction: single statements (a key lookup, a
+  ping). Nothing here holds session state across transactions (background jobs hold leases,
+  ``leases``), so any pooler may sit in front.
 - ``unscoped_tx()`` is for the SECURITY DEFINER key functions and ``alembic_version``: the
   app role has no privilege on tenant tables that RLS would not filter to zero rows anyway.
 - A connection that does not come free within ``pool_timeout`` raises ``StoreBusy``.
@@ -30,6 +31,15 @@ transaction, about 4 ms of a turn's ~11 (docs/benchmarks.md); alembic still uses
 Each new connection registers pgvector's binary codec (see ``codec`` for when it is used) and
 a jsonb codec (parameters are serialized text, columns are parsed with orjson), so the
 ``vector`` extension must exist before the service connects: migrate first.
+
+Behind PgBouncer in transaction pooling (``open(..., pgbouncer=True)``, setting
+``database_pgbouncer``) a client keeps its server connection only while a transaction is
+open. So asyncpg's statement cache is off: a statement prepared once on one server connection
+would later be executed on another (PgBouncer < 1.21 tracks none). With no cache, asyncpg
+sends each statement's Parse with its Bind/Execute and one Sync, so even a statement outside
+a transaction (``connection()``) runs whole on one server connection. ``jit=off`` is set in
+every transaction instead of as a startup parameter, which PgBouncer refuses ("unsupported
+startup parameter") unless told to ignore it. docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -57,6 +67,9 @@ from app.settings import Settings
 _PARAM = re.compile(r"(?<![:\w\\]):(\w+)")
 NO_PARAMS: Mapping[str, Any] = {}
 NO_SETTINGS: Mapping[str, str] = {}
+# JIT compilation costs more than it saves on these short, indexed queries. A startup
+# parameter when connected to PostgreSQL itself; set in every transaction behind PgBouncer.
+PER_SESSION: Mapping[str, str] = {"jit": "off"}
 # How long a shared_reads block waits for a spare connection it saw idle before it queues.
 SPARE_WAIT_S = 0.05
 
@@ -241,16 +254,17 @@ async def _init(conn: asyncpg.Connection) -> None:
 async def _keep(_conn: asyncpg.Connection) -> None:
     """Release without asyncpg's reset query (RESET ALL, UNLISTEN, advisory unlocks: one
     round trip per checkout). Nothing here sets session state: the tenant and planner
-    settings are transaction-local, session locks live only on ``connection()`` (discarded on
-    failure), and an open transaction is still rolled back by the pool (asyncpg >= 0.30)
-    before this runs. A session-level SET or lock elsewhere would leak into the next
-    checkout: add none."""
+    settings are transaction-local, no session-level lock is taken (background jobs hold
+    leases), and an open transaction is still rolled back by the pool (asyncpg >= 0.30)
+    before this runs. A session-level SET or lock would leak into the next checkout, and
+    behind PgBouncer into another client's transaction: add none."""
 
 
 class Database:
     """Owns the app-role pool; adapters borrow transactions from it."""
 
-    def __init__(self, pool: asyncpg.Pool, pool_timeout: float, read_lanes: int = 1) -> None:
+    def __init__(self, pool: asyncpg.Pool, pool_timeout: float, read_lanes: int = 1, *,
+                 pgbouncer: bool = False) -> None:
         if read_lanes < 1:
             raise ValueError("read_lanes must be >= 1")
         self.pool = pool
@@ -265,10 +279,14 @@ class Database:
     ) -> Database:
         """Build the pool (lazily: no connection is made here; ``ping()`` checks one) on
         ``url``, the app role's; with ``role``, ``url`` is the owner's and the app role's is
-        derived from it (``app_url``)."""
+        derived from it (``app_url``). ``pgbouncer``: ``url`` is a PgBouncer in transaction
+        pooling (see the module docstring)."""
         head()  # read the scripts directory now, not on the first /readyz
         dsn = make_url(url if role is None else app_url(url, role, password)).set(
             drivername="postgresql")
+        # Settings every transaction opens with: a server connection behind PgBouncer got
+        # no startup parameters of ours.
+        self._local: Mapping[str, str] = PER_SESSION if pgbouncer else NO_SETTINGS
         if "ssl" in dsn.query:  # SQLAlchemy's asyncpg spelling; asyncpg's DSN says sslmode
             dsn = dsn.difference_update_query(["ssl"]).update_query_dict(
                 {"sslmode": dsn.query["ssl"]})
@@ -278,16 +296,19 @@ class Database:
             # A fixed ceiling: under load a connection opened past the pool meant a new
             # backend (fork, auth, codec introspection, re-prepares) per query. Waiting for
             # one is cheaper.
+        pgbouncer: bool = False,
             max_size=pool_size,
             max_inactive_connection_lifetime=1800,
             init=_init,
             reset=_keep,
             record_class=Row,
-            # JIT compilation costs more than it saves on these short, indexed queries.
-            server_settings={"jit": "off", "application_name": "ctxgate"},
+            # Behind PgBouncer a prepared statement does not outlive its transaction.
+            statement_cache_size=0 if pgbouncer else 100,
+            server_settings={"application_name": "ctxgate",
+                             **({} if pgbouncer else PER_SESSION)},
         )
         await pool  # min_size=0: starts the pool without connecting
-        return cls(pool, pool_timeout, read_lanes)
+        return cls(pool, pool_timeout, read_lanes, pgbouncer=pgbouncer)
 
     async def close(self) -> None:
         await self.pool.close()
@@ -319,7 +340,8 @@ class Database:
         local to it; commits on success, rolls back on an exception, and discards the
         connection if even that fails (it must never go back to the pool inside a
         transaction that carries a tenant)."""
-        async with self._transaction(_opening("BEGIN", tenant_id, settings)) as tx:
+        async with self._transaction(_opening("BEGIN", tenant_id, {**self._local, **settings})
+                                     ) as tx:
             yield tx
 
     @asynccontextmanager
@@ -344,7 +366,8 @@ class Database:
                         return
             finally:
                 lane.queued -= 1
-        async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx:
+        async with self._transaction(_opening("BEGIN READ ONLY", tenant_id,
+                                              {**self._local, **settings})) as tx:
             yield tx
 
     @asynccontextmanager
@@ -382,6 +405,7 @@ class Database:
     async def _lane(self, shared: _Shared) -> _Lane:
         """A free lane, a new one (the process is otherwise idle), or the least queued."""
         for lane in shared.lanes:
+        settings = {**self._local, **settings}
             if not lane.queued:
                 return lane
         if (len(shared.lanes) < self._lanes and self._blocks == 1 and not shared.grow.locked()
@@ -402,7 +426,8 @@ class Database:
     @asynccontextmanager
     async def unscoped_tx(self) -> AsyncIterator[Tx]:
         """A transaction with no tenant set: tenant tables read as empty here."""
-        async with self._transaction("BEGIN") as tx:
+        begin = f"BEGIN; SELECT {_set_configs(self._local)}" if self._local else "BEGIN"
+        async with self._transaction(begin) as tx:
             yield tx
 
     @asynccontextmanager
@@ -431,8 +456,8 @@ class Database:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Tx]:
         """A connection outside any transaction: one statement that needs none (a key
-        lookup), or a session-level advisory lock. A failure inside discards it, so a lock
-        it may still hold never goes back to the pool."""
+        lookup, a ping). A failure inside discards the connection: whatever state it was
+        left in stays out of the pool."""
         async with self._acquire() as raw:
             try:
                 yield Tx(raw)

@@ -24,6 +24,7 @@ from typing import Any
 
 from app.adapters.postgres.codec import vector_literal
 from app.adapters.postgres.db import Database, Sql
+from app.adapters.postgres.leases import PgLeases
 from app.core.embedding_space import CLIENT, EmbeddingSpace, Provenance
 from app.ports import EmbeddingClaim, EmbeddingCount, StaleRow, Vector
 
@@ -71,16 +72,15 @@ INSERT_STATE_SQL = Sql("INSERT INTO embedding_state (legacy_embedder, embedder) 
 MOVE_STATE_SQL = Sql("UPDATE embedding_state SET embedder = :embedder, changed_at = now() "
                      "WHERE embedder <> :embedder")
 CONFIGURED_SQL = Sql("SELECT embedder FROM embedding_state")
-LOCK_SQL = Sql("SELECT pg_try_advisory_lock(hashtextextended('ctxgate/reembed', 0))")
-UNLOCK_SQL = Sql("SELECT pg_advisory_unlock(hashtextextended('ctxgate/reembed', 0))")
 CENSUS_SQL = Sql("SELECT tenant_id, embedder, n FROM ctxgate_embedding_census(:table)")
 
 
 class PgEmbeddingStore:
     tables = tuple(t.name for t in TABLES)
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, leases: PgLeases | None = None) -> None:
         self._db = db
+        self._leases = leases or PgLeases(db)
 
     async def claim(self, *, embedder: str) -> EmbeddingClaim:
         async with self._db.unscoped_tx() as conn:
@@ -96,16 +96,11 @@ class PgEmbeddingStore:
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[bool]:
-        # A session lock, on a connection outside any transaction (as an erasure's claim):
-        # it spans the job's many short transactions, and goes with the connection if the
-        # worker dies.
-        async with self._db.connection() as conn:
-            mine = bool(await conn.fetchval(LOCK_SQL))
-            try:
-                yield mine
-            finally:
-                if mine:
-                    await conn.execute(UNLOCK_SQL)
+        # A lease, not a lock held on a connection: the pass spans many short transactions
+        # (behind PgBouncer each may run on another server connection), and a worker that
+        # dies lets it lapse.
+        async with self._leases.hold("reembed") as mine:
+            yield mine
 
     async def census(self, *, space: EmbeddingSpace) -> list[EmbeddingCount]:
         out: dict[tuple[str, str, Provenance], int] = {}

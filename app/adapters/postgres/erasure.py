@@ -1,8 +1,9 @@
 """Durable "forget me" jobs (``ErasureStore``) and the Postgres layers they erase (``Eraser``).
 
-Jobs: ``create`` inserts a ``pending`` row (or returns the user's open job); ``claim`` takes a
-session-level advisory lock on a dedicated connection (released if the process dies), then
-marks the job ``running`` with ``attempts + 1``; ``plan`` stores the user's session and turn
+Jobs: ``create`` inserts a ``pending`` row (or returns the user's open job); ``claim`` holds
+the job's lease (``leases``: renewed while the job runs, lapsing if the worker dies; no
+connection is held, so it works behind PgBouncer), then marks the job ``running`` with
+``attempts + 1``; ``plan`` stores the user's session and turn
 ids in the receipt (merged across attempts, so a resumed run still knows the ids of rows an
 earlier attempt deleted); ``finish`` writes the receipt, replaces ``user_id`` with the
 tombstone and appends the audit record in one transaction.
@@ -35,6 +36,7 @@ from typing import Any
 from app.adapters.postgres.audit import insert_records
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database, Sql, Tx
+from app.adapters.postgres.leases import PgLeases
 from app.ports import AuditRecord, ErasureJob, ErasureTarget, LayerCount
 
 MENTIONS = "jsonb_path_exists({}, 'strict $.** ? (@ == $u)', jsonb_build_object('u', :u))"
@@ -53,8 +55,6 @@ RETURNING {_COLS}""",
 AND status IN ('pending', 'running') ORDER BY requested_at LIMIT 1""",
     "get": f"SELECT {_COLS} FROM erasures WHERE tenant_id = :t AND erasure_id = :id",
     "open": "SELECT tenant_id, erasure_id FROM ctxgate_open_erasures()",
-    "lock": "SELECT pg_try_advisory_lock(hashtextextended('erasure/' || :t || '/' || :id, 0))",
-    "unlock": "SELECT pg_advisory_unlock(hashtextextended('erasure/' || :t || '/' || :id, 0))",
     "start": f"""UPDATE erasures SET status = 'running', attempts = attempts + 1,
 started_at = coalesce(started_at, now()) WHERE tenant_id = :t AND erasure_id = :id
 AND status IN ('pending', 'running') RETURNING {_COLS}""",
@@ -123,9 +123,10 @@ CAST(:snapshots AS text[])) AS h(memory_id, version, at, action, actor, snapshot
     # identity
     "take_manifests": "SELECT turn_id, user_id, body FROM manifests WHERE tenant_id = :t AND "
                       "(user_id = :u OR " + MENTIONS.format("body") + ") LIMIT 500",  # = BATCH
-    # The replay entry is the turn's response, content and all: it goes, the shape stays.
+    # The replay entry is the turn's response, content and all, and ``recorded`` holds its
+    # query and groups: both go, the shape stays.
     "put_manifests": """UPDATE manifests m SET user_id = n.user_id, body = CAST(n.body AS jsonb),
-replay = NULL
+replay = NULL, recorded = NULL
 FROM unnest(CAST(:ids AS text[]), CAST(:users AS text[]), CAST(:bodies AS text[]))
 AS n(turn_id, user_id, body) WHERE m.tenant_id = :t AND m.turn_id = n.turn_id""",
     "take_audit": "SELECT id, principal, detail FROM audit_log WHERE tenant_id = :t AND "
@@ -158,7 +159,7 @@ AND :u = ANY(acl_users))""",
                 + MENTIONS.format("body") + ")) + (SELECT count(*) FROM audit_log WHERE "
                 "tenant_id = :t AND (principal = :u OR " + MENTIONS.format("detail") + ")) "
                 "+ (SELECT count(*) FROM manifests WHERE tenant_id = :t AND user_id = :tomb "
-                "AND replay IS NOT NULL)",
+                "AND (replay IS NOT NULL OR recorded IS NOT NULL))",
 }
 _S = {name: Sql(sql) for name, sql in {**SQL, **REMAINING}.items()}
 Step = Callable[[Tx, dict[str, Any]], Coroutine[Any, Any, dict[str, int]]]
@@ -295,8 +296,9 @@ def pg_erasers(db: Database) -> list[PgEraser]:
 
 
 class PgErasureStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, leases: PgLeases | None = None) -> None:
         self._db = db
+        self._leases = leases or PgLeases(db)
 
     async def create(self, *, tenant_id: str, user_id: str, requested_by: str) -> ErasureJob:
         p = {"t": tenant_id, "u": user_id, "by": requested_by, "id": f"er_{uuid.uuid4().hex}"}
@@ -320,19 +322,14 @@ class PgErasureStore:
     async def claim(self, *, tenant_id: str, erasure_id: str
                     ) -> AsyncIterator[ErasureJob | None]:
         key = {"t": tenant_id, "id": erasure_id}
-        # A session lock, on a connection outside any transaction: it outlives the job's
-        # transactions, and is released below (or with the connection, on a failure).
-        async with self._db.connection() as lock_conn:
-            got = await lock_conn.fetchval(_S["lock"], key)
-            if not got:  # another worker runs it now
+        # Erasure ids are generated hex: the name is unambiguous whatever the tenant id holds.
+        async with self._leases.hold(f"erasure/{erasure_id}/{tenant_id}") as mine:
+            if not mine:  # another worker runs it now
                 yield None
                 return
-            try:
-                async with self._db.tenant_tx(tenant_id) as conn:
-                    row = await conn.fetchrow(_S["start"], key)
-                yield _job(row) if row is not None else None
-            finally:
-                await lock_conn.execute(_S["unlock"], key)
+            async with self._db.tenant_tx(tenant_id) as conn:
+                row = await conn.fetchrow(_S["start"], key)
+            yield _job(row) if row is not None else None
 
     async def plan(self, *, job: ErasureJob, tombstone: str) -> ErasureTarget:
         p = {"t": job.tenant_id, "id": job.erasure_id, "u": job.user_id, "tomb": tombstone}

@@ -8,11 +8,15 @@
   revision for what happens to the cluster-wide role).
 - Both hold a session-level advisory lock (``MIGRATION_LOCK``, per database) on a connection
   of their own for the whole run: concurrent migrators of one database queue, and the later
-  one finds the schema already at head and applies nothing.
+  one finds the schema already at head and applies nothing. A session lock is right here,
+  unlike in the service (whose background jobs hold leases): migrations connect with the
+  owner's URL straight to PostgreSQL, never through PgBouncer (docs/scaling.md), so the
+  lock and the statements share one server connection.
 - ``current(owner_url)`` is the applied revision or None; ``head()`` the newest script.
-- ``check_serving(app_url)`` connects as the service will and raises ``NotServable`` unless
-  the schema is at head and the role is unprivileged (RLS binds it, it owns nothing, it
-  cannot become the owner).
+- ``check_serving(app_url, pgbouncer=...)`` connects as the service will (through PgBouncer
+  too: then with no prepared statement kept) and raises ``NotServable`` unless the schema is
+  at head and the role is unprivileged (RLS binds it, it owns nothing, it cannot become the
+  owner).
 
 The alembic scripts live in the top-level ``alembic/`` directory of the repository (the
 package is installed editable), found relative to this file; ``alembic.ini`` is not read.
@@ -28,10 +32,11 @@ import asyncio
 import functools
 import logging
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -192,8 +197,17 @@ FROM pg_roles r WHERE r.rolname = current_user
 """)
 
 
-async def _serving_problem(app_url: str) -> str | None:
-    engine = create_async_engine(app_url, poolclass=NullPool)
+def _through_pgbouncer() -> dict[str, Any]:
+    """SQLAlchemy's asyncpg settings for a PgBouncer in transaction pooling: no statement
+    cache (asyncpg's or SQLAlchemy's), and a fresh name per prepared statement, so a name
+    left on a server connection by another client never collides with one of ours."""
+    return {"statement_cache_size": 0, "prepared_statement_cache_size": 0,
+            "prepared_statement_name_func": lambda: f"__ctxgate_{uuid.uuid4().hex}__"}
+
+
+async def _serving_problem(app_url: str, pgbouncer: bool) -> str | None:
+    engine = create_async_engine(app_url, poolclass=NullPool,
+                                 connect_args=_through_pgbouncer() if pgbouncer else {})
     try:
         async with engine.connect() as conn:
             facts = (await conn.execute(ROLE_FACTS)).one()
@@ -221,9 +235,9 @@ async def _serving_problem(app_url: str) -> str | None:
     return None
 
 
-def check_serving(app_url: str) -> None:
+def check_serving(app_url: str, *, pgbouncer: bool = False) -> None:
     """Raise ``NotServable`` unless ``app_url`` reaches a schema at head as an unprivileged
     role (the app role's grants include reading ``alembic_version``)."""
-    problem = _run_coro(lambda: _serving_problem(app_url))
+    problem = _run_coro(lambda: _serving_problem(app_url, pgbouncer))
     if problem is not None:
         raise NotServable(problem)

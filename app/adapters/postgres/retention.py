@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from app.adapters.postgres.db import Database, Sql
+from app.adapters.postgres.leases import PgLeases
 from app.ports import PruneBatch, RetentionTarget
 
 _AGO = "now() - make_interval(days => :days)"
@@ -39,9 +40,6 @@ d.tenant_id = :t AND NOT d.is_current AND d.created_at < {_AGO}
 AND EXISTS (SELECT 1 FROM knowledge_documents n WHERE n.tenant_id = d.tenant_id
             AND n.doc_id = d.doc_id AND n.created_at > d.created_at AND n.created_at < {_AGO})"""
 
-# A session-level advisory lock: one run at a time across every serving process.
-TRY_LOCK = Sql("SELECT pg_try_advisory_lock(hashtextextended('ctxgate:retention', 0))")
-UNLOCK = Sql("SELECT pg_advisory_unlock(hashtextextended('ctxgate:retention', 0))")
 TENANTS = Sql("SELECT t FROM ctxgate_retention_tenants() AS t")
 COUNT = {
     "manifests": Sql(f"""
@@ -121,18 +119,16 @@ SELECT (SELECT count(*) FROM gone) AS knowledge_documents,
 
 
 class PgRetentionStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, leases: PgLeases | None = None) -> None:
         self._db = db
+        self._leases = leases or PgLeases(db)
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[bool]:
-        """Holds one pooled connection (outside any transaction) for the run; a failure
-        inside discards it, releasing the lock with it."""
-        async with self._db.connection() as conn:
-            mine = bool(await conn.fetchval(TRY_LOCK))
+        """One run at a time across every serving process: the ``retention`` lease, renewed
+        while the run lasts (no connection held between its batches)."""
+        async with self._leases.hold("retention") as mine:
             yield mine
-            if mine:
-                await conn.fetchval(UNLOCK)
 
     async def tenants(self) -> list[str]:
         async with self._db.unscoped_tx() as tx:
