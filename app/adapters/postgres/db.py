@@ -270,12 +270,16 @@ class Database:
         self.pool = pool
         self._timeout = pool_timeout
         self._lanes = read_lanes
+        # Settings every transaction opens with: a server connection behind PgBouncer got
+        # no startup parameters of ours.
+        self._local: Mapping[str, str] = PER_SESSION if pgbouncer else NO_SETTINGS
         self._blocks = 0  # shared_reads blocks open in this process: the load signal
 
     @classmethod
     async def open(
         cls, url: str, *, role: str | None = None, password: str | None = None,
         pool_size: int = 10, pool_timeout: float = 10.0, read_lanes: int = 1,
+        pgbouncer: bool = False,
     ) -> Database:
         """Build the pool (lazily: no connection is made here; ``ping()`` checks one) on
         ``url``, the app role's; with ``role``, ``url`` is the owner's and the app role's is
@@ -284,9 +288,6 @@ class Database:
         head()  # read the scripts directory now, not on the first /readyz
         dsn = make_url(url if role is None else app_url(url, role, password)).set(
             drivername="postgresql")
-        # Settings every transaction opens with: a server connection behind PgBouncer got
-        # no startup parameters of ours.
-        self._local: Mapping[str, str] = PER_SESSION if pgbouncer else NO_SETTINGS
         if "ssl" in dsn.query:  # SQLAlchemy's asyncpg spelling; asyncpg's DSN says sslmode
             dsn = dsn.difference_update_query(["ssl"]).update_query_dict(
                 {"sslmode": dsn.query["ssl"]})
@@ -296,7 +297,6 @@ class Database:
             # A fixed ceiling: under load a connection opened past the pool meant a new
             # backend (fork, auth, codec introspection, re-prepares) per query. Waiting for
             # one is cheaper.
-        pgbouncer: bool = False,
             max_size=pool_size,
             max_inactive_connection_lifetime=1800,
             init=_init,
@@ -384,6 +384,7 @@ class Database:
         transaction, and the block raises. Nothing inside may take a connection of its own
         (a write, another tenant's read): holding one connection while waiting for another
         deadlocks a full pool, so it raises instead; start such work outside the block."""
+        settings = {**self._local, **settings}
         async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx, \
                 AsyncExitStack() as extra:
             shared = _Shared(tenant_id, [_Lane(tx, dict(settings))], extra)
@@ -405,7 +406,6 @@ class Database:
     async def _lane(self, shared: _Shared) -> _Lane:
         """A free lane, a new one (the process is otherwise idle), or the least queued."""
         for lane in shared.lanes:
-        settings = {**self._local, **settings}
             if not lane.queued:
                 return lane
         if (len(shared.lanes) < self._lanes and self._blocks == 1 and not shared.grow.locked()
