@@ -40,6 +40,7 @@ XSS_TEXT = ("<script>window.__xss='doc';alert(2)</script><img src=x onerror=\"al
 XSS_EVENT = ("<script>alert('event')</script><img src=x onerror=\"window.__xss='event'\"> "
              "The refund call times out in staging.")
 QUERY = "why does the refund call time out?"
+BOB_SESSION, BOB_TURNS = "bob-session", 55  # the explorer's page is 50 turns
 BUNDLE_FILES = [{"path": "AGENTS.md", "content": "Run `make test` before every commit."},
                 {"path": "services/refund/AGENTS.md",
                  "content": "<script>alert('bundle')</script> Only change RetryConfig."}]
@@ -78,9 +79,9 @@ def _bearer(key: str) -> dict[str, str]:
 
 def _turn(c: httpx.Client, key: str, turn_id: str, query: str, **extra: Any
           ) -> dict[str, Any]:
-    body = {"turn_id": turn_id, "session_id": XSS_SESSION, "user_id": "alice", **extra,
+    body = {"turn_id": turn_id, "session_id": XSS_SESSION, "user_id": "alice",
             "groups": ["payments-oncall"], "domain": "payments", "data_level": "internal",
-            "query": query, "budget": {"max_tokens": 6000, "reserve_output": 1000}}
+            "query": query, "budget": {"max_tokens": 6000, "reserve_output": 1000}, **extra}
     manifest: dict[str, Any] = _ok(c.post("/v1/context", headers=_bearer(key), json=body),
                                    200)["manifest"]
     return manifest
@@ -131,6 +132,10 @@ def world(pg_owner_url: str, redis_url: str) -> Iterator[World]:
                        task_id=f"task-{uid}",
                        workspace={"bundle_id": "repo-payments", "cwd": "services/refund"})
         assert second["stable_prefix_sha256"] != first["stable_prefix_sha256"]
+        # newer turns of another user, more than a page: paging and the user filter's scan
+        for n in range(BOB_TURNS):
+            _turn(c, runtime, f"bob-{n}-{uid}", "refund gateway pool", user_id="bob",
+                  session_id=BOB_SESSION)
         before = {s["ref"] for s in first["segments"]}
         entered = sorted(s["ref"] for s in second["segments"] if s["ref"] not in before)
         assert entered, "the second turn should see the document ingested between the turns"
@@ -184,10 +189,21 @@ def test_explorer_in_chromium(world: World) -> None:
             results = page.locator("#results tbody tr")
             assert results.count() == 2
             assert XSS_SESSION in page.inner_text("#results")
+            # a page, then More with the opaque cursor
+            page.fill("#q-session", BOB_SESSION)
+            page.click("#search-button")
+            page.wait_for_selector("#more:not([hidden])")
+            assert results.count() == 50
+            page.click("#more")
+            page.wait_for_selector("#more[hidden]", state="attached")
+            assert results.count() == BOB_TURNS
+            # the user filter reads past the other user's newer turns
             page.fill("#q-session", "")
             page.fill("#q-user", "alice")
             page.click("#search-button")
             page.wait_for_selector(f"#results tbody tr:has-text('{world.turn2}')")
+            assert results.count() == 2
+            assert f"{BOB_TURNS + 2} manifest(s) read" in page.inner_text("#results-note")
             shot("02-search")
 
             # open the first turn: segments by section, drops, waterfall, audit
