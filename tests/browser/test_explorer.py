@@ -218,6 +218,11 @@ def test_explorer_in_chromium(world: World) -> None:
             assert page.locator("#validation tbody tr").count() >= 1
             page.wait_for_selector("#audit table, #audit p:not(:has-text('loading'))")
             shot("03-turn")
+            # the turn, never the key, is in the URL: a reload reopens it, still signed in
+            assert page.url.endswith(f"#turn={quote(world.turn1, safe='')}")
+            page.reload()
+            page.wait_for_selector(f"#turn:not([hidden]) #turn-id:has-text('{world.turn1}')")
+            assert world.ops_key not in page.url
 
             # explain a ref of the envelope, then the other user's and the other tenant's
             page.locator("#segments button.explain").first.click()
@@ -228,8 +233,10 @@ def test_explorer_in_chromium(world: World) -> None:
                 _explained(page, ref)
                 shot("04-explain-" + ref.removeprefix("kb://"))
 
-            # the second turn: its stable section and its bundle's resolved order
-            results.filter(has_text=world.turn2).locator("button.open").click()
+            # the second turn, by turn_id: its stable section and its bundle's resolved order
+            page.fill("#q-user", "")
+            page.fill("#q-turn", world.turn2)
+            page.click("#search-button")
             page.wait_for_selector(f"#turn-id:has-text('{world.turn2}')")
             assert page.locator("#segments [data-section='stable'] tr.segment").count() >= 1
             order = page.inner_text("#bundle tbody")
@@ -248,7 +255,6 @@ def test_explorer_in_chromium(world: World) -> None:
             shot("06-diff")
 
             # a problem+json, shown readably
-            page.fill("#q-user", "")
             page.fill("#q-turn", "no-such-turn")
             page.click("#search-button")
             page.wait_for_selector("#error:not([hidden]) .problem")

@@ -124,6 +124,7 @@ function signedIn(yes) {
 
 function signOut() {
   sessionStorage.removeItem(KEY);
+  current = null;
   signedIn(false);
 }
 
@@ -138,6 +139,7 @@ async function signIn(event) {
     await api("/v1/manifests?limit=1"); // proves the key reads manifests before showing more
     $("whoami").textContent = "signed in";
     signedIn(true);
+    openLinked();
   } catch (err) {
     sessionStorage.removeItem(KEY);
     showError(err);
@@ -390,6 +392,8 @@ async function openTurn(turnId, manifest) {
     renderValidation(m);
     renderOther(m);
     show("turn", true);
+    // the turn (never the key) in the fragment: a link to it, and a reload reopens it
+    history.replaceState(null, "", `#turn=${seg(m.turn_id)}`);
     $("turn").scrollIntoView({ block: "start" });
     await renderAudit(m.turn_id);
   } catch (err) {
@@ -491,5 +495,15 @@ document.addEventListener("DOMContentLoaded", () => {
   if (sessionStorage.getItem(KEY)) {
     $("whoami").textContent = "signed in";
     signedIn(true);
+    openLinked();
   }
+  window.addEventListener("hashchange", openLinked);
 });
+
+/** Open the turn a ``#turn=`` fragment names, when signed in. */
+function openLinked() {
+  const linked = new URLSearchParams(location.hash.slice(1)).get("turn");
+  if (linked && sessionStorage.getItem(KEY) && (!current || current.turn_id !== linked)) {
+    openTurn(linked);
+  }
+}
