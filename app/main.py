@@ -28,6 +28,7 @@ from app.adapters.postgres.compactions import PgCompactionStore
 from app.adapters.postgres.db import Database, service_url
 from app.adapters.postgres.embeddings import PgEmbeddingStore
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
+from app.adapters.postgres.explain import PgExplainReader
 from app.adapters.postgres.keys import PgKeyStore
 from app.adapters.postgres.knowledge import PgKnowledgeStore, ann_settings
 from app.adapters.postgres.knowledge_jobs import PgIngestJobStore
@@ -78,6 +79,7 @@ from app.service.compaction import CompactionService, LocalSummarizer
 from app.service.constraints import ConstraintService
 from app.service.detector_cache import FindingsCache, cached, fingerprint
 from app.service.erasure import ErasureService, ErasureWorker
+from app.service.explain import ExplainService
 from app.service.ingest import IngestService, IngestWorker
 from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
@@ -132,6 +134,7 @@ class Container:
     memories: MemoryService
     manifests: ManifestStore
     audit: AuditLog
+    explain: ExplainService
     assembler: Assembler
     compactions: CompactionService
     erasures: ErasureService
@@ -202,6 +205,7 @@ class Container:
         kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer, detectors=fingerprint(),
                                   space=space)
         mstore = PgManifestStore(db)
+        explained = PgExplainReader(db, space=space)
         model = make_summarizer(settings)
         compaction_svc = CompactionService(
             sessions=session_svc, tasks=task_svc, store=PgCompactionStore(db),
@@ -237,7 +241,8 @@ class Container:
             tracer=make_tracer("ctxgate", console=settings.otel_console),
             reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
-            compactions=compaction_svc, constraints=constraint_svc, states=states)
+            compactions=compaction_svc, constraints=constraint_svc, states=states,
+            withheld=explained)
         estore = PgErasureStore(db)
         knowledge_svc = KnowledgeService(kstore, embedder, count, scan)
         ingest_svc = IngestService(
@@ -263,6 +268,10 @@ class Container:
             memories=memory_svc,
             manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
+            explain=ExplainService(
+                turns=explained, knowledge=explained, memories=PgMemoryStore(db, space=space),
+                sessions=archive, tasks=PgTaskStore(db), embedder=embedder,
+                clock=partial(datetime.now, UTC)),
             erasures=erasure_svc,
             erasure_worker=ErasureWorker(erasure_svc), findings=findings, recall=recall,
             ingest=ingest_svc, ingest_worker=IngestWorker(ingest_svc),

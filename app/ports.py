@@ -201,6 +201,9 @@ class StoredManifest:
     key_id: str
     request_sha256: str
     body: dict[str, Any]
+    # What explain needs beside the body (app.core.explain.record_scope); written, never read
+    # back with the manifest.
+    recorded: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,6 +28,7 @@ from app.core.errors import (
     DomainError,
     ForbiddenScope,
     InvalidRequest,
+    NotExplainable,
     NotFound,
     Overloaded,
     StaleRevision,
@@ -44,6 +45,7 @@ STATUS: dict[type[DomainError], tuple[int, str]] = {
     Unauthorized: (401, "Unauthorized"),
     ForbiddenScope: (403, "Forbidden scope"),
     NotFound: (404, "Not found"),
+    NotExplainable: (409, "Not explainable"),  # before Conflict: the first match maps
     Conflict: (409, "Conflict"),
     StaleRevision: (409, "Stale revision"),
     BudgetTooSmall: (422, "Budget too small"),

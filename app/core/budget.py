@@ -132,4 +132,6 @@ def _unit_drops(u: _Unit, remaining: int, open_budget: int) -> list[Drop]:
     else:
         type_, why = "dropped.budget.section_full", f"only {remaining} tokens left"
     pair = f" (with its pair, {u.tokens} tokens)" if len(u.members) > 1 else ""
-    return [_drop(c, type_, f"needs {c.tokens} tokens{pair}; {why}") for c in u.members]
+    # explain (app.core.explain) reads section, need and room back from this wording.
+    return [_drop(c, type_, f"{c.section.value} section: needs {c.tokens} tokens{pair}; {why}")
+            for c in u.members]

@@ -6,6 +6,7 @@
     ├── ForbiddenScope     forbidden-scope    the key may not do this or see this scope
     ├── NotFound           not-found          missing, or another tenant's / user's (same answer)
     ├── Conflict           conflict           the id is taken by a different request
+    │   └── NotExplainable not-explainable    the turn recorded nothing to re-evaluate against
     ├── StaleRevision      stale-revision     optimistic concurrency lost
     └── BudgetTooSmall     budget-too-small   never-compress content does not fit
 
@@ -41,6 +42,13 @@ class NotFound(DomainError):
 
 class Conflict(DomainError):
     type = "conflict"
+
+
+class NotExplainable(Conflict):
+    """Explain cannot re-evaluate a source: the turn's manifest does not cite it and the turn
+    recorded no scope (made before explain existed, or its user was erased)."""
+
+    type = "not-explainable"
 
 
 class StaleRevision(DomainError):

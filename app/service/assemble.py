@@ -29,11 +29,13 @@ from opentelemetry.trace import Tracer
 from app.core.candidates import query_candidate, task_state_candidates
 from app.core.conflicts import find_conflicts
 from app.core.errors import Conflict, InvalidRequest, StaleRevision
+from app.core.explain import permission_counts, record_scope
 from app.core.manifest import build_manifest, envelope_body
 from app.core.model import (
     Assembly,
     Candidate,
     Kind,
+    KnowledgeHit,
     Principal,
     Scope,
     TaskCheckpoint,
@@ -56,6 +58,7 @@ from app.observability import Metrics, record_counts, stage_span
 from app.ports import (
     AuditRecord,
     Embedder,
+    KnowledgeQuery,
     KnowledgeStore,
     ManifestStore,
     NewEvent,
@@ -66,6 +69,7 @@ from app.ports import (
     StoredManifest,
     TokenCounter,
 )
+from app.ports_explain import KnowledgeProbe
 from app.service import degraded
 from app.service.bundles import Admitted, BundleService
 from app.service.collect import Collected, Collector, session_budget
@@ -76,6 +80,7 @@ from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
 log = logging.getLogger(__name__)
+PERMISSION_COUNTS = "permission.withheld"  # the audit kind of a turn's per-label counts
 
 
 def request_sha256(raw: dict[str, Any]) -> str:
@@ -108,6 +113,7 @@ class Assembler:
         compactions: CompactionService | None = None,
         constraints: ConstraintService | None = None,
         states: SessionStateStore | None = None,
+        withheld: KnowledgeProbe | None = None,
     ) -> None:
         self._sessions = sessions
         self._collector = Collector(
@@ -127,6 +133,7 @@ class Assembler:
         self._tracer = tracer
         self._profiles = profiles
         self._replay_ttl_s = replay_ttl_s
+        self._withheld = withheld
 
     async def turn(self, principal: Principal, req: TurnRequest, req_hash: str,
                    append: Sequence[NewEvent] = (), parent_session_id: str | None = None
@@ -237,10 +244,13 @@ class Assembler:
             out["appended"] = {"seqs": appended}
         body = orjson.dumps(out)
         stored = StoredManifest(turn_id=req.turn_id, key_id=principal.key_id,
-                                request_sha256=req_hash, body=manifest)
+                                request_sha256=req_hash, body=manifest,
+                                recorded=record_scope(scope, req))
         replay = _wrap(req_hash, body) if req.client_turn_id else None
         with stage_span(self._tracer, "ctxgate.persist", audit=len(assembly.permission_drops)):
-            existing = await self._persist(scope, principal, stored, assembly, replay)
+            counts = await self._permission_counts(scope, req, collected, plan.knowledge,
+                                                   assembly, now)
+            existing = await self._persist(scope, principal, stored, assembly, replay, counts)
             if existing is not None:
                 return await self._after_race(scope, req.turn_id, existing, req_hash), None
             if req.client_turn_id:
@@ -316,14 +326,34 @@ class Assembler:
         out.append(query_candidate(scope, req.query, scope.tenant_id, self._count))
         return out
 
+    async def _permission_counts(self, scope: Scope, req: TurnRequest, got: Collected,
+                                 depth: int, assembly: Assembly, now: datetime
+                                 ) -> dict[str, int]:
+        """Per label, what permission kept from the turn: the pipeline's drops and the
+        knowledge rows the search's SQL filtered out of its ``depth`` best per ranker
+        (``KnowledgeProbe.withheld``, one read; labels only)."""
+        rows: list[KnowledgeHit] = []
+        if self._withheld is not None and depth > 0:
+            rows = await self._withheld.withheld(query=KnowledgeQuery(
+                tenant_id=scope.tenant_id, user_id=scope.user_id, groups=scope.groups,
+                domain=scope.domain, max_level=scope.data_level, now=now,
+                embedding=got.embedding, text=req.query, k=depth))
+        return permission_counts(scope, knowledge_candidates(rows, count_tokens=len),
+                                 assembly.permission_drops, now)
+
     async def _persist(self, scope: Scope, principal: Principal, stored: StoredManifest,
-                       assembly: Assembly, replay: bytes | None) -> StoredManifest | None:
+                       assembly: Assembly, replay: bytes | None, counts: dict[str, int]
+                       ) -> StoredManifest | None:
         audit = [
             AuditRecord(turn_id=stored.turn_id, kind=d.type, principal=principal.key_id,
                         ref=d.ref, rule=d.reason, detail={"kind": d.kind.value,
                                                           "user_id": scope.user_id})
             for d in assembly.permission_drops
         ]
+        if counts:  # counts per label, no refs: what explain resolves per source
+            audit.append(AuditRecord(
+                turn_id=stored.turn_id, kind=PERMISSION_COUNTS, principal=principal.key_id,
+                ref=None, rule=None, detail={"counts": counts, "user_id": scope.user_id}))
         audit += _recalled(scope, principal, stored.turn_id, assembly)
         try:
             return await self._manifests.insert(

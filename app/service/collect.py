@@ -63,6 +63,7 @@ class Collected:
     pins: list[MemoryRecord]
     state: SessionState | None = None  # the session's state (SessionStateStore), no task
     plan: RetrievalPlan | None = None  # the depths the layers were read with, and the floor
+    embedding: Sequence[float] | None = None  # the query vector the search used, if it got one
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +190,8 @@ class Collector:
         return Collected(tail=sess.tail, session_owner=sess.owner, session=sess.candidates,
                          latest=sess.latest, checkpoint=checkpoint, hits=[*vhits, *thits],
                          transcript=found, bundle=admitted, memories=mhits, pins=pins,
-                         state=own if sess.owner == scope.user_id else None, plan=plan)
+                         state=own if sess.owner == scope.user_id else None, plan=plan,
+                         embedding=_settled(embedding))
 
     def plan(self, req: TurnRequest) -> RetrievalPlan:
         """The turn's retrieval depth per layer and relevance floor."""
@@ -234,3 +236,10 @@ class Collector:
         return session_candidates(events, tenant_id=scope.tenant_id,
                                   session_id=scope.session_id, owner_user_id=owner,
                                   count_tokens=self._count)
+
+
+def _settled(vector: asyncio.Future[list[float]]) -> list[float] | None:
+    """The query vector when the turn's reads got one (an embedder failure is theirs)."""
+    if not vector.done() or vector.cancelled() or vector.exception() is not None:
+        return None
+    return vector.result()

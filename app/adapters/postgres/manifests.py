@@ -26,9 +26,10 @@ from app.ports import AuditRecord, ManifestFilter, ManifestPage, StoredManifest
 
 INSERT_SQL = """
 INSERT INTO manifests (tenant_id, turn_id, key_id, session_id, task_id, user_id,
-                       request_sha256, body, created_at, replay)
+                       request_sha256, body, created_at, replay, recorded)
 VALUES (:tenant_id, :turn_id, :key_id, :session_id, :task_id, :user_id, :request_sha256,
-        CAST(:body AS jsonb), coalesce(CAST(:created_at AS timestamptz), now()), :replay)
+        CAST(:body AS jsonb), coalesce(CAST(:created_at AS timestamptz), now()), :replay,
+        CAST(:recorded AS jsonb))
 ON CONFLICT (tenant_id, turn_id) DO NOTHING
 RETURNING turn_id
 """
@@ -116,6 +117,7 @@ class PgManifestStore:
             "body": dumps(body),
             "created_at": _created_at(body),
             "replay": replay,
+            "recorded": None if manifest.recorded is None else dumps(manifest.recorded),
             **record_params(audit),
         }
         async with self._db.tenant_tx(tenant_id) as conn:

@@ -5,6 +5,7 @@ from app.api.routes import (
     bundles,
     context,
     erasures,
+    explain,
     health,
     knowledge,
     manifests,
@@ -13,5 +14,6 @@ from app.api.routes import (
     tasks,
 )
 
+# explain before manifests: the manifest route's ``{turn_id:path}`` would match its paths.
 ROUTERS = tuple(m.router for m in (context, sessions, tasks, knowledge, memories, bundles,
-                                   manifests, erasures, admin, health))
+                                   explain, manifests, erasures, admin, health))

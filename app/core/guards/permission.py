@@ -13,6 +13,12 @@ that is unknown (``None``) denies. Rules, first failing rule wins:
 
 Permission drops never reach the manifest (their refs could be an existence oracle); the
 pipeline hands them to the audit log. Reasons therefore name rules, never content.
+
+``verdict(scope, c, now)`` is the one predicate: the guard applies it to every candidate, and
+explain (``app.core.explain``) applies it to one source it looks up again. The stores push the
+same rules down into their SQL (``app.adapters.postgres.knowledge.VISIBLE``, together with
+the safety guard's data-level rule, ``level_verdict``); this predicate is the source of
+truth, the SQL its pushed-down copy, and a contract test checks that they agree.
 """
 
 from __future__ import annotations
@@ -71,17 +77,23 @@ def _expired(scope: Scope, c: Candidate, now: datetime) -> tuple[str, str] | Non
 RULES: tuple[_Rule, ...] = (_tenant, _unlabeled, _acl, _owner, _domain, _expired)
 
 
+def verdict(scope: Scope, c: Candidate, now: datetime) -> tuple[str, str] | None:
+    """``(rule, reason)`` of the first rule that denies ``c`` to ``scope`` at ``now``; None:
+    allowed."""
+    return next((v for rule in RULES if (v := rule(scope, c, now)) is not None), None)
+
+
 def permission_guard(
     scope: Scope, candidates: Iterable[Candidate], *, now: datetime
 ) -> tuple[list[Candidate], list[Drop]]:
     kept: list[Candidate] = []
     dropped: list[Drop] = []
     for c in candidates:
-        verdict = next((v for rule in RULES if (v := rule(scope, c, now)) is not None), None)
-        if verdict is None:
+        denied = verdict(scope, c, now)
+        if denied is None:
             kept.append(c)
             continue
-        rule_name, reason = verdict
+        rule_name, reason = denied
         dropped.append(
             Drop(ref=c.ref, kind=c.kind, layer=DropLayer.PERMISSION,
                  type=f"dropped.permission.{rule_name}", reason=reason)

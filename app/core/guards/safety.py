@@ -59,7 +59,7 @@ QUARANTINE_META = "quarantined"
 
 # Finding and FindingAction live in app.core.model (a session event carries its findings)
 __all__ = ["INJECTION_EXEMPT", "LOW_TRUST", "QUARANTINE_META", "Detector", "Finding",
-           "FindingAction", "safety_guard"]
+           "FindingAction", "level_verdict", "safety_guard"]
 
 
 class Detector(Protocol):
@@ -73,14 +73,22 @@ def _drop(c: Candidate, type_: str, reason: str) -> Drop:
     return Drop(ref=c.ref, kind=c.kind, layer=DropLayer.SAFETY, type=type_, reason=reason)
 
 
-def _level_drop(scope: Scope, c: Candidate) -> Drop | None:
+def level_verdict(scope: Scope, c: Candidate) -> tuple[str, str] | None:
+    """``("data_level" | "secret", reason)`` when ``c``'s sensitivity keeps it out of the
+    turn, else None. The data-level half is also pushed down into the stores' SQL (a search
+    never returns a row above the level), which is why explain reports it as a permission
+    label."""
     if c.sensitivity is None or c.sensitivity > scope.data_level:
         label = c.sensitivity.label if c.sensitivity is not None else "unknown"
-        return _drop(c, "dropped.safety.data_level",
-                     f"sensitivity {label} above turn level {scope.data_level.label}")
+        return "data_level", f"sensitivity {label} above turn level {scope.data_level.label}"
     if c.sensitivity == DataLevel.SECRET:
-        return _drop(c, "dropped.safety.secret", "secret content never enters an envelope")
+        return "secret", "secret content never enters an envelope"
     return None
+
+
+def _level_drop(scope: Scope, c: Candidate) -> Drop | None:
+    denied = level_verdict(scope, c)
+    return None if denied is None else _drop(c, f"dropped.safety.{denied[0]}", denied[1])
 
 
 def _mask(text: str, findings: Sequence[Finding]) -> str:

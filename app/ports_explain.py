@@ -1,0 +1,57 @@
+"""Ports of explain (``app.service.explain``) and of the turn's permission counts.
+
+Kept apart from ``app.ports``: read-side questions an ops engineer asks about one turn, each
+bounded to the turn's tenant, answered with labels, ranks and refs, never content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.core.model import KnowledgeHit
+from app.ports import KnowledgeQuery
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedTurn:
+    """A turn as stored: its manifest, the key that made it, and what it recorded to be
+    explained (``app.core.explain.record_scope``; None: made before it was recorded, or
+    cleared by an erasure)."""
+
+    turn_id: str
+    key_id: str
+    body: dict[str, Any]
+    recorded: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceKey:
+    """One knowledge source: a document (its current version) or one chunk of a version."""
+
+    doc_id: str
+    version: str | None = None
+    chunk_no: int | None = None
+
+
+class TurnRecords(Protocol):
+    async def turn(self, *, tenant_id: str, turn_id: str) -> RecordedTurn | None: ...
+
+
+class KnowledgeProbe(Protocol):
+    """Knowledge as permission sees it: labels without content, and ranks."""
+
+    async def labels(self, *, tenant_id: str, source: SourceKey) -> list[KnowledgeHit]:
+        """The stored chunks of ``source`` in ``tenant_id`` with their labels (``text`` is
+        empty); none when the tenant has no such source."""
+        ...
+
+    async def ranks(self, *, query: KnowledgeQuery, source: SourceKey) -> dict[str, int]:
+        """``source``'s best rank per ranker (``vector``, ``fts``) among the chunks
+        ``query`` may read, as if searched now; a ranker that does not find it is absent."""
+        ...
+
+    async def withheld(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
+        """Labels of the chunks among the tenant's ``query.k`` best per ranker that
+        ``query``'s permission filter keeps out (``text`` is empty)."""
+        ...
