@@ -399,6 +399,9 @@ def parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (key_..., from "
                         "`keys create` or `keys list`), not its secret")
     revoke.set_defaults(func=cmd_keys_revoke)
+    from app.evaluation.cli import add_parser as eval_parser
+
+    eval_parser(sub)
     retention = sub.add_parser("retention", help="delete data past its retention "
                                "(docs/retention.md)").add_subparsers(dest="retention",
                                                                      required=True)

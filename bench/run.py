@@ -15,23 +15,18 @@ import multiprocessing
 import os
 import platform
 import random
-import secrets
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import orjson
 
 from app.core.model import DataLevel
-from app.embedded import EmbeddedStores, free_port
+from app.localserver import local_server, local_stores
 from app.service.keys import hash_key
 from bench import api_ingest, ingest
 from bench.floor import FloorTurn, measure_floor, measure_recall, percentiles
@@ -57,54 +52,15 @@ class Config:
 
 @contextlib.contextmanager
 def _stores(cfg: Config) -> Iterator[tuple[str, str]]:
-    if cfg.owner_url and cfg.redis_url:
-        yield cfg.owner_url, cfg.redis_url
-        return
-    base = Path(tempfile.mkdtemp(prefix="ctxgate-bench-", dir="/tmp"))
-    try:
-        with EmbeddedStores(base, persist_redis=False) as urls:
-            from app.adapters.postgres.migrate import upgrade
-
-            upgrade(urls.database_url, app_role="ctxgate_app", app_password=None)
-            yield urls.database_url, urls.redis_url
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with local_stores(cfg.owner_url, cfg.redis_url, prefix="ctxgate-bench-") as urls:
+        yield urls
 
 
 @contextlib.contextmanager
 def _server(owner_url: str, redis_url: str, redis_prefix: str, workers: int,
             extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
-    port = free_port()
-    logdir = Path(tempfile.mkdtemp(prefix="ctxgate-bench-server-", dir="/tmp"))
-    env = {**os.environ, "CTXGATE_DATABASE_URL": owner_url, "CTXGATE_REDIS_URL": redis_url,
-           "CTXGATE_REDIS_PREFIX": redis_prefix, "CTXGATE_DATA_DIR": str(logdir),
-           "CTXGATE_ADMIN_TOKEN": secrets.token_urlsafe(24), **(extra_env or {})}
-    log = (logdir / "server.log").open("wb")
-    proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers",
-         str(workers)],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited: {(logdir / 'server.log').read_text()[-2000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(base + "/readyz", timeout=1.0).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not become ready in 60 s")
-            time.sleep(0.1)
-        yield base, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-        shutil.rmtree(logdir, ignore_errors=True)
+    with local_server(owner_url, redis_url, redis_prefix, workers, extra_env) as server:
+        yield server.base_url, server.pid
 
 
 def _rss_mb(pid: int) -> dict[str, float] | None:

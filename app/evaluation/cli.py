@@ -1,0 +1,118 @@
+"""``ctxgate eval run|compare``: argument parsing and where the server comes from.
+
+Without ``--url`` the suite runs on embedded stores and a ``ctxgate serve`` started for it
+(one per configuration, so a configuration's ``env`` applies); with ``--url`` it runs against
+that server, with the platform admin token from ``--admin-token`` or CTXGATE_ADMIN_TOKEN.
+Exit status: 0 when the run (or the comparison) passes, 1 when it fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from app.evaluation import report
+from app.evaluation.runner import Config, Runner, RunResult, progress_bar
+from app.evaluation.suite import Suite, load
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ev = sub.add_parser("eval", help="run evaluation suites (docs/eval.md)").add_subparsers(
+        dest="eval", required=True)
+    run = ev.add_parser("run", help="run a suite and report its metrics",
+                        description="SUITE is a path or a shipped suite's name (starter).")
+    run.add_argument("suite")
+    run.add_argument("--config", type=Path, help="a configuration file (YAML: name, request, "
+                                                 "env)")
+    compare = ev.add_parser("compare", help="one suite under configurations A and B",
+                            description="Fails on a metric where B is worse than A by more "
+                                        "than the suite's max_regression, or on a threshold.")
+    compare.add_argument("suite")
+    compare.add_argument("--a", type=Path, required=True, help="configuration A (YAML)")
+    compare.add_argument("--b", type=Path, required=True, help="configuration B (YAML)")
+    for p in (run, compare):
+        p.add_argument("--url", help="a running server (default: embedded, started here)")
+        p.add_argument("--admin-token", help="its platform admin token (default: "
+                                             "CTXGATE_ADMIN_TOKEN)")
+        p.add_argument("--out", type=Path, default=Path("eval-report"),
+                       help="directory for report.json and report.html")
+    run.set_defaults(func=cmd_run)
+    compare.set_defaults(func=cmd_compare)
+
+
+def _config(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise SystemExit(f"{path}: a configuration is a mapping (name, request, env)")
+    return Config.parse(data)
+
+
+@contextlib.contextmanager
+def _servers(args: argparse.Namespace, configs: list[Config]) -> Iterator[list[tuple[str, str]]]:
+    """(base URL, admin token) for each configuration."""
+    if args.url:
+        token = args.admin_token or os.environ.get("CTXGATE_ADMIN_TOKEN")
+        if not token:
+            raise SystemExit("--url needs --admin-token or CTXGATE_ADMIN_TOKEN")
+        if any(c.env for c in configs):
+            raise SystemExit("a configuration's env applies to an embedded server only")
+        yield [(args.url, token)] * len(configs)
+        return
+    from app.localserver import local_server, local_stores
+
+    with local_stores(prefix="ctxgate-eval-") as (owner, redis), contextlib.ExitStack() as stack:
+        yield [
+            (s.base_url, s.admin_token) for s in (
+                stack.enter_context(local_server(owner, redis, f"ctxgate-eval-{i}", 1, c.env))
+                for i, c in enumerate(configs))]
+
+
+def _run(suite: Suite, base: str, token: str, config: Config) -> RunResult:
+    return asyncio.run(Runner(base, token, config=config, progress=progress_bar).run(suite))
+
+
+def _write(out: Path, data: dict[str, Any], page: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    (out / "report.html").write_text(page, encoding="utf-8")
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    suite, config = load(args.suite), _config(args.config)
+    with _servers(args, [config]) as [(base, token)]:
+        result = _run(suite, base, token, config)
+    data = report.run_json(result)
+    _write(args.out, data, report.run_html(data))
+    for c in data["cases"]:
+        print(f"{'PASS' if c['passed'] else 'FAIL'} {c['set']:<11} {c['id']}"
+              + "".join(f"\n     {f}" for f in c["failed_checks"]))
+    print(orjson.dumps(data["metrics"], option=orjson.OPT_INDENT_2).decode())
+    print(f"{'PASSED' if data['passed'] else 'FAILED'}: {args.out / 'report.html'}")
+    sys.exit(0 if data["passed"] else 1)
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    suite, a, b = load(args.suite), _config(args.a), _config(args.b)
+    with _servers(args, [a, b]) as [(base_a, token_a), (base_b, token_b)]:
+        ra, rb = _run(suite, base_a, token_a, a), _run(suite, base_b, token_b, b)
+    data = report.compare_json(ra, rb)
+    _write(args.out, data, report.compare_html(data))
+    for row in data["deltas"]:
+        mark = "REGRESSION" if row["regression"] else ""
+        print(f"{row['metric']:<24} A={row['a']!s:<8} B={row['b']!s:<8} "
+              f"delta={row['delta']!s:<8} {mark}")
+    print(f"{'PASSED' if data['passed'] else 'FAILED'}"
+          + (f" ({', '.join(data['failed'])})" if data["failed"] else "")
+          + f": {args.out / 'report.html'}")
+    sys.exit(0 if data["passed"] else 1)
