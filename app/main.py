@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from app.adapters.embedders.factory import make_embedder
+from app.adapters.faults import KINDS, fault_of
 from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.bundles import PgBundleStore
 from app.adapters.postgres.chunk_refs import PgChunkReader
@@ -119,6 +120,27 @@ def make_summarizer(settings: Settings) -> OpenAIChatSummarizer | None:
     return None
 
 
+def watch(metrics: Metrics, *, db: Database, findings: FindingsCache, embedder: Embedder,
+          compactions: CompactionService) -> None:
+    """What the metrics read from their owners at each refresh (``app.dependency_metrics``):
+    the caches' hits and misses, the pool's sizes and timeouts, the breakers seen."""
+    deps = metrics.deps
+    deps.follow_cache("detector", hits=lambda: findings.hits, misses=lambda: findings.misses)
+    info = getattr(embedder, "cache_info", None)
+    if info is not None:  # the local model caches query vectors; a remote API is not asked
+        deps.follow_cache("embedding", hits=lambda: int(info()["hits"]),
+                          misses=lambda: int(info()["misses"]))
+    deps.follow(deps.pool_timeouts, lambda: db.pool_stats().timeouts)
+
+    def pool() -> None:
+        now = db.pool_stats()
+        deps.observe_pool(max_size=now.max_size, connections=now.open, in_use=now.in_use,
+                          waiting=now.waiting)
+
+    deps.probe(pool)
+    deps.probe(lambda: deps.observe_breakers(compactions.breaker_counts()))
+
+
 @dataclass(kw_only=True)
 class Container:
     settings: Settings
@@ -173,7 +195,7 @@ class Container:
         # and pass the cache by.
         scanner, findings = Prefiltered(ALL_DETECTORS), FindingsCache()
         (scan,) = cached((scanner,), findings)
-        metrics = Metrics()
+        metrics = Metrics(classify=fault_of, kinds=KINDS)
         # The stores compare a query only with vectors of this space (docs/embeddings.md).
         space = EmbeddingSpace(current=embedder.model, legacy=claim.legacy)
         memory_svc = MemoryService(
@@ -261,6 +283,7 @@ class Container:
             knowledge_days=settings.knowledge_superseded_retention_days,
             replay_days=max(1, math.ceil(settings.replay_ttl_s / 86_400)),
             batch=settings.retention_batch), metrics=metrics)
+        watch(metrics, db=db, findings=findings, embedder=embedder, compactions=compaction_svc)
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,

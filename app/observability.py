@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter as Tally
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
@@ -34,7 +34,9 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from app.core.guards.relevance import noise
 from app.core.model import DropLayer, Layer, Section
+from app.dependency_metrics import Classify, DependencyMetrics
 
 if TYPE_CHECKING:
     from app.core.compaction import CompactionOutcome
@@ -64,9 +66,13 @@ TOKEN_BUCKETS = (0, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072
 class Metrics:
     """The service's collectors, registered in a registry of their own."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *,
+                 classify: Classify | None = None,
+                 kinds: Mapping[str, Sequence[str]] | None = None) -> None:
+        """``classify`` and ``kinds``: the fault classification (``DependencyMetrics``)."""
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self.deps = DependencyMetrics(r, classify=classify, kinds=kinds)
         self.request_latency = Histogram(
             "ctxgate_request_duration_seconds", "HTTP request latency per route template.",
             ["route", "method", "status"], registry=r, buckets=REQUEST_BUCKETS)
@@ -82,6 +88,19 @@ class Metrics:
         self.segment_tokens = Histogram(
             "ctxgate_section_tokens", "Tokens placed in each envelope section per turn.",
             ["section"], registry=r, buckets=TOKEN_BUCKETS)
+        # The manifest's retrieval.noise_ratio, summed: noise / retrieved over any window.
+        self.retrieved_tokens = Counter(
+            "ctxgate_retrieved_tokens", "Tokens of admitted segments the relevance floor "
+            "judged (the manifest's retrieval.retrieved_tokens).", registry=r)
+        self.noise_tokens = Counter(
+            "ctxgate_noise_tokens", "Of those, tokens of segments judged weak: noise that "
+            "entered the envelope (the manifest's retrieval.noise_tokens).", registry=r)
+        self.prefix_turns = Counter(
+            "ctxgate_stable_prefix_turns", "Turns of a session that had a turn before, by "
+            "whether stable_prefix_sha256 equals that turn's: reused (a provider's prompt "
+            "cache can hit) or changed.", ["prefix"], registry=r)
+        for outcome in ("reused", "changed"):
+            self.prefix_turns.labels(prefix=outcome)
         self.manifest_write_failures = Counter(
             "ctxgate_manifest_write_failures", "Manifests that could not be persisted.",
             registry=r)
@@ -151,8 +170,10 @@ class Metrics:
         candidates: Iterable[Candidate],
         assembly: Assembly,
         timings: Mapping[str, float],
+        previous_prefix: str | None = None,
     ) -> None:
-        """Record one assembled turn; ``timings`` are milliseconds per stage."""
+        """Record one assembled turn; ``timings`` are milliseconds per stage;
+        ``previous_prefix``: the stable prefix of the session's turn before (None: none)."""
         for layer, n in Tally(c.layer.value for c in candidates).items():
             self.candidates.labels(layer=layer).inc(n)
         drops = (*assembly.permission_drops, *assembly.dropped)
@@ -165,6 +186,13 @@ class Metrics:
             self.segment_tokens.labels(section=section).observe(n)
         for stage, ms in timings.items():
             self.stage_latency.labels(stage=stage).observe(ms / 1000)
+        judged = noise(assembly.envelope.segments)
+        self.retrieved_tokens.inc(judged["retrieved_tokens"])
+        self.noise_tokens.inc(judged["noise_tokens"])
+        if previous_prefix is not None:
+            reused = previous_prefix == assembly.envelope.stable_prefix_sha256
+            self.prefix_turns.labels(prefix="reused" if reused else "changed").inc()
+        self.deps.refresh()
 
     def observe_compaction(self, outcome: CompactionOutcome) -> None:
         """Record one stored compaction run: its pruning, its compaction or archive (the
@@ -195,6 +223,7 @@ class Metrics:
         several workers (``PROMETHEUS_MULTIPROC_DIR`` set before they start, which
         ``ctxgate serve --workers N`` does) every worker's values, summed: a scrape lands on
         one worker, and its own numbers alone would be a random fraction of the traffic."""
+        self.deps.refresh()
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             merged = CollectorRegistry()
             MultiProcessCollector(merged)  # type: ignore[no-untyped-call]

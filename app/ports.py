@@ -373,16 +373,22 @@ class KnowledgeStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManifestWrite:
+    """What ``ManifestStore.insert`` did."""
+
+    existing: StoredManifest | None  # already stored under that turn_id: nothing was written
+    # Inserted: the ``stable_prefix_sha256`` of the session's previous turn (None: none).
+    previous_prefix_sha256: str | None = None
+
+
 class ManifestStore(Protocol):
     async def insert(
         self, *, tenant_id: str, manifest: StoredManifest, audit: Sequence[AuditRecord],
         replay: bytes | None = None,
-    ) -> StoredManifest | None:
+    ) -> ManifestWrite:
         """Insert manifest, its audit records and (a client turn) its ``replay`` entry in
-        one transaction.
-
-        Returns None when inserted, or the manifest already stored under that ``turn_id``.
-        """
+        one transaction; a ``turn_id`` already stored writes nothing and returns that one."""
         ...
 
     async def replay(self, *, tenant_id: str, turn_id: str, max_age_s: int) -> bytes | None:

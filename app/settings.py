@@ -34,8 +34,8 @@ class Settings(BaseSettings):
     # may be left out of the URL and given as app_db_password.
     app_database_url: str | None = None
     # The app URL is a PgBouncer in transaction pooling (docs/scaling.md): no prepared
-    # statement kept across transactions, every statement in a transaction, jit set per
-    # transaction. Migrations use database_url, straight to PostgreSQL.
+    # statement kept across transactions, jit=off set per transaction instead of at startup.
+    # Migrations use database_url, straight to PostgreSQL.
     database_pgbouncer: bool = False
     # Migrate before serving (also `ctxgate serve --migrate`); needs database_url. Unset: only
     # with the embedded stores, whose database this process owns; a deployment runs

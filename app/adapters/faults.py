@@ -7,11 +7,23 @@ clients — and None for anything else (a bug, a constraint violation, bad SQL s
 bare ``OSError`` (``ConnectionRefusedError`` when asyncpg connects, a reset socket) is
 attributed by the frames it was raised through; raised outside both drivers it is not a
 dependency fault.
+
+``fault_of(exc)`` is the same walk with the fault's ``kind`` too, a word from ``KINDS`` (the
+``kind`` label of ``ctxgate_dependency_errors_total``):
+
+    postgres  connect               unreachable, refused, or the handshake failed (08xxx)
+              connection_lost       the connection died mid-statement (or was left broken)
+              shutdown              the server is shutting down or not accepting yet (57P0x)
+              too_many_connections  53300: the server's slots are taken
+    redis     connect               unreachable, refused, reset
+              timeout               no answer within the socket timeout
+              loading               the server is loading its dataset
 """
 
 from __future__ import annotations
 
 import traceback
+from typing import NamedTuple
 
 import asyncpg
 from redis import exceptions as redis_errors
@@ -34,6 +46,27 @@ REDIS_FAULTS: tuple[type[Exception], ...] = (
 # Every class a handler is registered for (app.api.errors); OSError is narrowed below.
 FAULT_TYPES: tuple[type[Exception], ...] = (*POSTGRES_FAULTS, *REDIS_FAULTS, OSError)
 _MAX_CHAIN = 8
+# The first class that matches names the kind: a subclass before its base.
+_KINDS: tuple[tuple[str, type[Exception], str], ...] = (
+    ("postgres", asyncpg.exceptions.ConnectionDoesNotExistError, "connection_lost"),
+    ("postgres", asyncpg.exceptions.InternalClientError, "connection_lost"),
+    ("postgres", asyncpg.InterfaceError, "connection_lost"),
+    ("postgres", asyncpg.PostgresConnectionError, "connect"),
+    ("postgres", asyncpg.exceptions.OperatorInterventionError, "shutdown"),
+    ("postgres", asyncpg.exceptions.TooManyConnectionsError, "too_many_connections"),
+    ("redis", redis_errors.BusyLoadingError, "loading"),
+    ("redis", redis_errors.TimeoutError, "timeout"),
+    ("redis", redis_errors.ConnectionError, "connect"),
+)
+KINDS: dict[str, tuple[str, ...]] = {
+    "postgres": ("connect", "connection_lost", "shutdown", "too_many_connections"),
+    "redis": ("connect", "timeout", "loading"),
+}
+
+
+class Fault(NamedTuple):
+    dependency: str  # "postgres" | "redis"
+    kind: str  # one of KINDS[dependency]
 
 
 def _by_frames(exc: BaseException) -> str | None:
@@ -45,16 +78,20 @@ def _by_frames(exc: BaseException) -> str | None:
     return None
 
 
-def dependency_of(exc: BaseException) -> str | None:
+def fault_of(exc: BaseException) -> Fault | None:
     seen: BaseException | None = exc
     for _ in range(_MAX_CHAIN):
         if seen is None:
             return None
-        if isinstance(seen, POSTGRES_FAULTS):
-            return "postgres"
-        if isinstance(seen, REDIS_FAULTS):
-            return "redis"
+        for dependency, cls, kind in _KINDS:
+            if isinstance(seen, cls):
+                return Fault(dependency, kind)
         if isinstance(seen, OSError) and (found := _by_frames(seen)) is not None:
-            return found
+            return Fault(found, "connect")
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def dependency_of(exc: BaseException) -> str | None:
+    fault = fault_of(exc)
+    return fault.dependency if fault is not None else None

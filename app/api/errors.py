@@ -156,6 +156,9 @@ async def _dependency(request: Request, exc: Exception) -> Response:
     dependency = dependency_of(exc)
     if dependency is None:
         return _internal(exc)
+    container = getattr(request.app.state, "container", None)
+    if container is not None:  # (always, once the app has started)
+        container.metrics.deps.failed(exc)
     log.warning("%s unavailable: %s: %s", dependency, type(exc).__name__, exc)
     response = problem(503, "dependency-unavailable", "Dependency unavailable",
                        f"{dependency} is unreachable or restarting; retry",

@@ -61,6 +61,7 @@ from app.ports import (
     KnowledgeQuery,
     KnowledgeStore,
     ManifestStore,
+    ManifestWrite,
     NewEvent,
     ReplayCache,
     SessionOwner,
@@ -143,7 +144,7 @@ class Assembler:
         gets ``req.agent_id`` and ``parent_session_id``, as the events endpoint's would."""
         scope = resolve_scope(principal, req)
         profile = resolve_profile(req.redaction_profile, self._profiles)  # unknown: 422
-        with degraded.recording() as went_without:
+        with degraded.recording() as went_without, degraded.errors() as noted:
             cached = (await self._replay_get(scope.tenant_id, req.turn_id)
                       if req.client_turn_id else None)
             if cached is not None:
@@ -160,6 +161,8 @@ class Assembler:
                                   dropped=len(assembly.dropped) + len(assembly.permission_drops))
         for dependency in went_without:
             self._metrics.degraded_turns.labels(dependency).inc()
+        for dependency, error in noted:
+            self._metrics.deps.failed(error, dependency)
         return body
 
     async def _replay_get(self, tenant_id: str, turn_id: str) -> bytes | None:
@@ -250,16 +253,18 @@ class Assembler:
         with stage_span(self._tracer, "ctxgate.persist", audit=len(assembly.permission_drops)):
             counts = await self._permission_counts(scope, req, collected, plan.knowledge,
                                                    assembly, now)
-            existing = await self._persist(scope, principal, stored, assembly, replay, counts)
-            if existing is not None:
-                return await self._after_race(scope, req.turn_id, existing, req_hash), None
+            written = await self._persist(scope, principal, stored, assembly, replay, counts)
+            if written.existing is not None:
+                return await self._after_race(scope, req.turn_id, written.existing,
+                                              req_hash), None
             if req.client_turn_id:
                 await degraded.fallback(
                     "redis", self._replay.put(scope.tenant_id, req.turn_id,
                                               _wrap(req_hash, body)),
                     None, "writing the replay entry")
         timings["persist"] = (time.perf_counter() - t1) * 1000
-        self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings)
+        self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings,
+                                   previous_prefix=written.previous_prefix_sha256)
         return body, assembly
 
     async def _commit_constraints(self, principal: Principal, scope: Scope, req: TurnRequest,
@@ -343,7 +348,7 @@ class Assembler:
 
     async def _persist(self, scope: Scope, principal: Principal, stored: StoredManifest,
                        assembly: Assembly, replay: bytes | None, counts: dict[str, int]
-                       ) -> StoredManifest | None:
+                       ) -> ManifestWrite:
         audit = [
             AuditRecord(turn_id=stored.turn_id, kind=d.type, principal=principal.key_id,
                         ref=d.ref, rule=d.reason, detail={"kind": d.kind.value,

@@ -89,6 +89,7 @@ from app.core.refs import compaction_ref, event_seq, session_events_pattern, ses
 from app.observability import Metrics
 from app.ports import CompactionStore, StoredCompaction, SummarizerError
 from app.service.background import KeyedJobs
+from app.service.breakers import BreakerBoard
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 
@@ -249,6 +250,7 @@ class CompactionService:
         self._keep_recent = keep_recent
         self._metrics = metrics
         self._policy = breaker
+        self._board = BreakerBoard(breaker)
         self._clock = clock
         self._deadline = turn_deadline_s
         self._jobs: KeyedJobs[tuple[str, str], Compacted | None] = KeyedJobs(
@@ -294,6 +296,7 @@ class CompactionService:
             return None
         tenant_id = principal.tenant_id
         key = (tenant_id, session_id)
+        self._board.saw(key, breaker_of(latest), self._clock())
         stored = (SessionView.from_json(latest.view, self._detectors)
                   if latest is not None else None)
         layer = None if stored is None else view_candidates(
@@ -469,7 +472,7 @@ class CompactionService:
                 if outcome.compaction and not outcome.breaker_open else "",
                 view=view.to_json(self._detectors))
             self._metrics.observe_compaction(outcome)
-            self._moved(before, after, now)
+            self._moved((principal.tenant_id, session_id), before, after, now)
         return Compacted(outcome=outcome, record=record, checkpoint=served, view=view)
 
     async def _failed(self, ask: _Ask, events: Sequence[SessionEvent],
@@ -502,7 +505,7 @@ class CompactionService:
             await self._store.insert(tenant_id=ask.principal.tenant_id,
                                      session_id=ask.session_id, record=record, summary="",
                                      view=latest.view if latest else None)
-            self._moved(before, after, now)
+            self._moved((ask.principal.tenant_id, ask.session_id), before, after, now)
         wait = retry_after(after, self._policy, now) or RETRY_AFTER
         return SummarizerError(str(exc), reason=exc.reason, retry_after_s=wait.total_seconds())
 
@@ -529,10 +532,16 @@ class CompactionService:
         await self._store.insert(
             tenant_id=tenant_id, session_id=session_id, record=record, summary="",
             view=None if stored is None or stored.reference else latest.view)
-        self._moved(before, CLOSED, now)
+        self._moved((tenant_id, session_id), before, CLOSED, now)
         return BreakerReset(previous=was, failures=before.failures, reset=True)
 
-    def _moved(self, before: Breaker, after: Breaker, now: datetime) -> None:
+    def breaker_counts(self) -> dict[str, int]:
+        """Sessions this worker saw with an open or half-open breaker, by phase, now."""
+        return {p.value: n for p, n in self._board.counts(self._clock()).items()}
+
+    def _moved(self, key: tuple[str, str], before: Breaker, after: Breaker,
+               now: datetime) -> None:
+        self._board.saw(key, after, now)
         self._metrics.breaker_moved(phase(before, self._policy, now).value,
                                     phase(after, self._policy, now).value)
 

@@ -10,6 +10,9 @@ adds to it from wherever the fallback is taken. Outside ``recording()`` a note i
 ``fallback(dep, call, default)`` is the one shape of "try the cache, else go on": it awaits
 ``call``, and on any ``Exception`` logs it, notes ``dep`` and returns ``default``. Only for
 calls whose failure loses nothing durable (caches, snapshots, replay entries).
+
+``errors()`` likewise collects the exceptions behind those notes, so their kinds can be
+counted (``ctxgate_dependency_errors_total``) by the one who opened it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _current: ContextVar[set[str] | None] = ContextVar("ctxgate_degraded", default=None)
+Noted = tuple[str, BaseException]  # (dependency, what it raised)
+_errors: ContextVar[list[Noted] | None] = ContextVar("ctxgate_degraded_errors", default=None)
 
 
 @contextmanager
@@ -37,17 +42,31 @@ def recording() -> Iterator[set[str]]:
         _current.reset(token)
 
 
-def note(dependency: str) -> None:
+@contextmanager
+def errors() -> Iterator[list[Noted]]:
+    """The errors noted while the block runs, with the dependency each came from."""
+    noted: list[Noted] = []
+    token = _errors.set(noted)
+    try:
+        yield noted
+    finally:
+        _errors.reset(token)
+
+
+def note(dependency: str, error: BaseException | None = None) -> None:
     deps = _current.get()
     if deps is not None:
         deps.add(dependency)
+    noted = _errors.get()
+    if noted is not None and error is not None:
+        noted.append((dependency, error))
 
 
 async def fallback(dependency: str, call: Awaitable[T], default: T, what: str) -> T:
     try:
         return await call
-    except Exception:
+    except Exception as exc:
         log.warning("%s failed (%s unreachable?); going on without it", what, dependency,
                     exc_info=True)
-        note(dependency)
+        note(dependency, exc)
         return default

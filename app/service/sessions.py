@@ -77,9 +77,9 @@ class SessionService:
         try:
             await self._tail.append(tenant_id=tenant_id, session_id=session_id,
                                     events=self._derived(stored))
-        except Exception:  # Redis is a cache here: the archive already holds the events.
+        except Exception as exc:  # Redis is a cache here: the archive holds the events.
             log.warning("session tail append failed; it will be rebuilt", exc_info=True)
-            degraded.note("redis")
+            degraded.note("redis", exc)
 
     async def exists(self, *, tenant_id: str, session_id: str) -> bool:
         """Whether the tenant has this session, whoever owns it (an admin's question)."""
@@ -155,15 +155,15 @@ class SessionService:
             tenant_id=tenant_id, session_id=session_id, n=self._tail_len))
         try:
             await self._tail.replace(tenant_id=tenant_id, session_id=session_id, events=rebuilt)
-        except Exception:
+        except Exception as exc:
             log.warning("session tail rebuild could not be cached", exc_info=True)
-            degraded.note("redis")
+            degraded.note("redis", exc)
         return info, rebuilt
 
     async def _read_tail(self, tenant_id: str, session_id: str) -> list[SessionEvent] | None:
         try:
             return await self._tail.read(tenant_id=tenant_id, session_id=session_id)
-        except Exception:
+        except Exception as exc:
             log.warning("session tail read failed; using the archive", exc_info=True)
-            degraded.note("redis")
+            degraded.note("redis", exc)
             return None

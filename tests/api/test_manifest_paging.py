@@ -57,11 +57,11 @@ async def burst(client: httpx.AsyncClient, container: Container, admin_headers: 
     for i in range(2 * TURNS - 1):
         key_id = b_id if i % 2 == 0 else a_id
         turn_id = f"burst-{i:03d}"
-        stored = await container.manifests.insert(
+        written = await container.manifests.insert(
             tenant_id=tenant, audit=[], manifest=StoredManifest(
                 turn_id=turn_id, key_id=key_id, request_sha256="x" * 64,
                 body={**body, "turn_id": turn_id, "created_at": "2026-12-04T12:00:00.123+00:00"}))
-        assert stored is None
+        assert written.existing is None
         mine[key_id].append(turn_id)
     return {"a": (a_key, mine[a_id]), "b": (b_key, mine[b_id])}
 

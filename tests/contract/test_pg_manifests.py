@@ -44,10 +44,11 @@ def record(turn_id: str | None, kind: str = "dropped.permission.acl") -> AuditRe
 async def test_insert_is_idempotent_and_audits_once(db: Database, tenant: str) -> None:
     store, audit = PgManifestStore(db), PgAuditLog(db)
     first = manifest("turn-1")
-    assert await store.insert(tenant_id=tenant, manifest=first, audit=[record("turn-1")]) is None
+    written = await store.insert(tenant_id=tenant, manifest=first, audit=[record("turn-1")])
+    assert written.existing is None
     retry = manifest("turn-1", sha="bb")
-    existing = await store.insert(tenant_id=tenant, manifest=retry, audit=[record("turn-1")])
-    assert existing == first  # the stored one, not the retry
+    again = await store.insert(tenant_id=tenant, manifest=retry, audit=[record("turn-1")])
+    assert again.existing == first  # the stored one, not the retry
     assert await store.get(tenant_id=tenant, turn_id="turn-1") == first
     rows = await audit.list(tenant_id=tenant, turn_id="turn-1", limit=10)
     assert len(rows) == 1
@@ -116,6 +117,27 @@ async def test_list_pages_same_instant_turns_of_one_key_exactly_once(
         tenant_id=tenant, filt=ManifestFilter(key_id="key_a", limit=200))).manifests)
 
 
+async def test_insert_reads_the_sessions_previous_stable_prefix(
+    db: Database, tenant: str
+) -> None:
+    """The prefix-reuse metric's input: the previous turn of the same session (by
+    created_at), not another session's, nothing for a session's first turn."""
+    store = PgManifestStore(db)
+
+    async def put(turn_id: str, session: str, minute: int, prefix: str) -> str | None:
+        m = manifest(turn_id, session=session, minute=minute)
+        body = {**m.body, "stable_prefix_sha256": prefix}
+        written = await store.insert(tenant_id=tenant, audit=[], manifest=StoredManifest(
+            turn_id=turn_id, key_id="key_1", request_sha256="aa", body=body))
+        return written.previous_prefix_sha256
+
+    assert await put("t1", "s1", 0, "p1") is None
+    assert await put("t2", "s2", 1, "q1") is None  # another session's first turn
+    assert await put("t3", "s1", 2, "p1") == "p1"
+    assert await put("t4", "s1", 3, "p2") == "p1"
+    assert await put("t0", "s1", -1, "p0") is None  # written late, but the session's first
+
+
 def turns(page: ManifestPage) -> list[str]:
     return [m.turn_id for m in page.manifests]
 
@@ -129,7 +151,8 @@ async def test_manifests_and_audit_are_per_tenant(
     assert turns(await store.list(tenant_id=other_tenant, filt=ManifestFilter())) == []
     assert await audit.list(tenant_id=other_tenant, turn_id=None, limit=10) == []
     # The same turn id in another tenant is its own manifest.
-    assert await store.insert(tenant_id=other_tenant, manifest=manifest("turn-1"), audit=[]) is None
+    assert (await store.insert(tenant_id=other_tenant, manifest=manifest("turn-1"),
+                               audit=[])).existing is None
 
 
 async def test_audit_write_and_list(db: Database, tenant: str) -> None:

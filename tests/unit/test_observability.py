@@ -35,9 +35,12 @@ def _samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], f
 def _turn() -> tuple[list[Any], Any]:
     """Duck-typed stand-ins with the attributes ``observe_turn`` reads."""
     cands = [SimpleNamespace(layer=Layer.KNOWLEDGE)] * 3 + [SimpleNamespace(layer=Layer.TURN)]
-    seg = SimpleNamespace(tokens=120, candidate=SimpleNamespace(section=Section.DYNAMIC))
+    seg = SimpleNamespace(tokens=120, candidate=SimpleNamespace(
+        section=Section.DYNAMIC, relevance=0.9, weak=False))
+    weak = SimpleNamespace(tokens=120, candidate=SimpleNamespace(
+        section=Section.DYNAMIC, relevance=0.3, weak=True))
     assembly = SimpleNamespace(
-        envelope=SimpleNamespace(segments=(seg, seg)),
+        envelope=SimpleNamespace(segments=(seg, weak), stable_prefix_sha256="p1"),
         dropped=(SimpleNamespace(layer=DropLayer.BUDGET),),
         permission_drops=(SimpleNamespace(layer=DropLayer.PERMISSION),) * 2,
     )
@@ -73,6 +76,20 @@ def test_render_names_every_metric_after_observations() -> None:
     key = ("ctxgate_request_duration_seconds_count",
            frozenset({("route", "/v1/context"), ("method", "POST"), ("status", "200")}))
     assert s[key] == 1
+
+
+def test_noise_and_stable_prefix_reuse_per_turn() -> None:
+    """Noise: the weak segment's tokens of both judged ones, per turn. Prefix reuse: counted
+    only for a turn with a previous one in its session (the first turn is neither)."""
+    m = Metrics()
+    cands, assembly = _turn()
+    for previous in (None, "p1", "p0", "p1"):
+        m.observe_turn(candidates=cands, assembly=assembly, timings={}, previous_prefix=previous)
+    s = _samples(m)
+    assert s[("ctxgate_retrieved_tokens_total", frozenset())] == 4 * 240
+    assert s[("ctxgate_noise_tokens_total", frozenset())] == 4 * 120
+    assert s[("ctxgate_stable_prefix_turns_total", frozenset({("prefix", "reused")}))] == 2
+    assert s[("ctxgate_stable_prefix_turns_total", frozenset({("prefix", "changed")}))] == 1
 
 
 def test_two_instances_do_not_collide_nor_touch_the_global_registry() -> None:

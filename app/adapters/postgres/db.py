@@ -80,6 +80,19 @@ class StoreBusy(Exception):
     type = "store-busy"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolStats:
+    """The pool now (``ctxgate_db_pool_*``): its ceiling, the connections it holds open and
+    how many of those are checked out, the callers waiting for one, and how many waits so far
+    ended in ``StoreBusy``."""
+
+    max_size: int
+    open: int
+    in_use: int
+    waiting: int
+    timeouts: int
+
+
 class Sql:
     """A statement with ``:name`` parameters, compiled once to ``$n`` placeholders."""
 
@@ -274,6 +287,9 @@ class Database:
         # no startup parameters of ours.
         self._local: Mapping[str, str] = PER_SESSION if pgbouncer else NO_SETTINGS
         self._blocks = 0  # shared_reads blocks open in this process: the load signal
+        # asyncpg counts neither its waiters nor their timeouts: _acquire does.
+        self._waiting = 0
+        self._timeouts = 0
 
     @classmethod
     async def open(
@@ -324,10 +340,15 @@ class Database:
             # second one while holding it deadlocks once every pooled connection is so held.
             raise RuntimeError("a second connection inside shared_reads: write, or read "
                                "another tenant, outside the block")
+        self._waiting += 1
         try:
             raw = await self.pool.acquire(timeout=SPARE_WAIT_S if spare else self._timeout)
         except TimeoutError as exc:  # also a connect that hangs: the store is not answering
+            if not spare:  # (a spare that is not idle is no shortage: the read queues)
+                self._timeouts += 1
             raise StoreBusy(f"no connection within {self._timeout} s") from exc
+        finally:
+            self._waiting -= 1
         try:
             yield raw
         finally:
@@ -464,6 +485,12 @@ class Database:
             except BaseException:
                 _discard(raw)
                 raise
+
+    def pool_stats(self) -> PoolStats:
+        size = self.pool.get_size()
+        return PoolStats(max_size=self.pool.get_max_size(), open=size,
+                         in_use=size - self.pool.get_idle_size(), waiting=self._waiting,
+                         timeouts=self._timeouts)
 
     async def ping(self) -> bool:
         try:

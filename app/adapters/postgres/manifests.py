@@ -1,9 +1,10 @@
 """Context manifests (``ManifestStore``): written once per (tenant, turn), never updated.
 
 ``insert`` runs ``INSERT ... ON CONFLICT (tenant_id, turn_id) DO NOTHING RETURNING``: when it
-inserted, the turn's audit records go in with it (the same statement) and it returns None; when the
-turn already had a manifest (a retry of the same ``turn_id``) it writes nothing and returns
-the stored one, so the caller can compare ``request_sha256`` and answer idempotently.
+inserted, the turn's audit records go in with it (the same statement) and it returns the
+session's previous stable prefix; when the turn already had a manifest (a retry of the same
+``turn_id``) it writes nothing and returns the stored one as ``existing``, so the caller can
+compare ``request_sha256`` and answer idempotently.
 
 The indexed columns (session, task, user, created_at) are copied out of the body; created_at
 is the body's ``created_at`` when it has one, so the ``before`` filter of ``list`` matches
@@ -22,7 +23,7 @@ from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database, Row, Sql
 from app.core.errors import InvalidRequest
 from app.core.paging import Position
-from app.ports import AuditRecord, ManifestFilter, ManifestPage, StoredManifest
+from app.ports import AuditRecord, ManifestFilter, ManifestPage, ManifestWrite, StoredManifest
 
 INSERT_SQL = """
 INSERT INTO manifests (tenant_id, turn_id, key_id, session_id, task_id, user_id,
@@ -52,11 +53,19 @@ ORDER BY created_at DESC, turn_id DESC
 LIMIT :limit + 1
 """  # noqa: S608 - constant fragments, values are bound
 # The manifest and its audit records in one statement (one round trip per turn): the audit
-# rows go in only if the manifest did, i.e. not for a retried turn_id.
+# rows go in only if the manifest did, i.e. not for a retried turn_id. It also reads the
+# stable prefix of the session's previous turn (the prefix-reuse metric): the statement's
+# snapshot does not hold the row it inserts, so the newest one it finds is the one before.
 INSERT_WITH_AUDIT_SQL = f"""
 WITH m AS ({INSERT_SQL}),
      a AS ({AUDIT_INSERT_SQL} WHERE EXISTS (SELECT 1 FROM m))
-SELECT turn_id FROM m
+SELECT turn_id, (
+  SELECT p.body->>'stable_prefix_sha256' FROM manifests p
+  WHERE p.tenant_id = :tenant_id AND p.session_id = :session_id
+    AND p.created_at <= coalesce(CAST(:created_at AS timestamptz), now())
+  ORDER BY p.created_at DESC, p.turn_id DESC
+  LIMIT 1) AS previous_prefix
+FROM m
 """  # noqa: S608 - constant fragments, values are bound
 REPLAY_SQL = """
 SELECT replay FROM manifests WHERE tenant_id = :tenant_id AND turn_id = :turn_id
@@ -104,7 +113,7 @@ class PgManifestStore:
     async def insert(
         self, *, tenant_id: str, manifest: StoredManifest, audit: Sequence[AuditRecord],
         replay: bytes | None = None,
-    ) -> StoredManifest | None:
+    ) -> ManifestWrite:
         body = manifest.body
         params = {
             "tenant_id": tenant_id,
@@ -125,8 +134,8 @@ class PgManifestStore:
             if inserted is None:
                 row = await conn.one(
                     _GET, {"tenant_id": tenant_id, "turn_id": manifest.turn_id})
-                return _stored(row)
-        return None
+                return ManifestWrite(existing=_stored(row))
+        return ManifestWrite(existing=None, previous_prefix_sha256=inserted.previous_prefix)
 
     async def replay(self, *, tenant_id: str, turn_id: str, max_age_s: int) -> bytes | None:
         async with self._db.read_tx(tenant_id) as conn:
