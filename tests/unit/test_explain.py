@@ -79,11 +79,14 @@ def test_relevance_drops_read_back_floor_and_limit() -> None:
 
 
 def test_safety_drop_names_the_detector_not_the_content() -> None:
-    def detector(text: str) -> list[Finding]:
-        return [Finding(type="secret.token", action="drop", start=0, end=4)]
+    class Token:
+        name = "token"
+
+        def __call__(self, text: str) -> list[Finding]:
+            return [Finding(type="secret.token", action="drop", start=0, end=4)]
 
     c = cand("kb://mail#v1:c0", "mail me at x@example.com")
-    _, drops = safety_guard(scope(), [c], detectors=[detector])
+    _, drops = safety_guard(scope(), [c], detectors=[Token()])
     e = answer(drops[0])
     assert (e.stage, e.detail["detector"]) == (DropLayer.SAFETY, "secret.token")
     assert "example.com" not in e.reason
