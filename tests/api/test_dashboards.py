@@ -146,7 +146,7 @@ def test_every_expression_names_exported_metrics_and_labels(
             if family is None:
                 problems.append(f"{where}: {s.metric} is not exported (as such)")
                 continue
-            kind, labels = exported[family]
+            labels = exported[family][1]
             if labels and not s.labels <= labels:
                 problems.append(f"{where}: {s.metric} has no label {s.labels - labels}")
     assert problems == []
