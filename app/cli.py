@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -144,9 +145,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
             print(f"admin token: {settings.data_dir / 'admin_token'}", file=sys.stderr)
         if args.workers == 1:
             serve(create_app(settings), delay_s=settings.shutdown_delay_s, host=args.host,
-                  port=args.port, log_level="info", access_log=False,
-                  timeout_keep_alive=KEEP_ALIVE_S,
-                  timeout_graceful_shutdown=settings.drain_timeout_s)
+                  port=args.port, timeout_keep_alive=KEEP_ALIVE_S,
+                  timeout_graceful_shutdown=settings.drain_timeout_s, **_logging(settings))
             return
         # Worker processes build their own app from the environment: hand them the store
         # URLs and admin token this process resolved (the embedded stores stay ours), and a
@@ -170,9 +170,17 @@ def cmd_serve(args: argparse.Namespace) -> None:
                 os.environ[name] = value
         # Each worker drains its own requests on the SIGTERM uvicorn's supervisor sends it.
         uvicorn.run("app.main:create_app", factory=True, workers=args.workers, host=args.host,
-                    port=args.port, log_level="info", access_log=False,
-                    timeout_keep_alive=KEEP_ALIVE_S,
-                    timeout_graceful_shutdown=settings.drain_timeout_s)
+                    port=args.port, timeout_keep_alive=KEEP_ALIVE_S,
+                    timeout_graceful_shutdown=settings.drain_timeout_s, **_logging(settings))
+
+
+def _logging(settings: Settings) -> dict[str, Any]:
+    """uvicorn's logging options: ours in every worker (app.logs), its access log off (the
+    app writes one access line per request, with its request id)."""
+    from app.logs import logging_config
+
+    return {"log_config": logging_config(settings.log_level, settings.log_format),
+            "log_level": settings.log_level, "access_log": False}
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:

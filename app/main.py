@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from app.adapters.redis.session_tail import RedisSessionTail
 from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.api import errors
+from app.api.access import RequestEnvelope
 from app.api.contract import complete
 from app.api.middleware import BodyLimit, RequestMetrics
 from app.api.routes import ROUTERS
@@ -70,7 +72,7 @@ from app.core.redaction import profiles_from_json
 from app.core.retrieval import RetrievalDefaults
 from app.integrations.mcp_server import PATH as MCP_PATH
 from app.integrations.mcp_server import McpEndpoint
-from app.observability import Metrics, make_tracer
+from app.observability import Metrics
 from app.ops_ui import explorer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.admission import Admission
@@ -92,6 +94,7 @@ from app.service.retention import RetentionPolicy, RetentionService, RetentionWo
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
 from app.settings import Settings
+from app.tracing import Tracing
 
 
 def pipeline_config(settings: Settings, detectors: Sequence[Detector]) -> PipelineConfig:
@@ -148,6 +151,7 @@ class Container:
     redis: object
     embedder: Embedder
     metrics: Metrics
+    tracing: Tracing
     keys: KeyService
     sessions: SessionService
     tasks: TaskService
@@ -196,6 +200,7 @@ class Container:
         scanner, findings = Prefiltered(ALL_DETECTORS), FindingsCache()
         (scan,) = cached((scanner,), findings)
         metrics = Metrics(classify=fault_of, kinds=KINDS)
+        tracing = Tracing.from_env(os.environ, console=settings.otel_console)
         # The stores compare a query only with vectors of this space (docs/embeddings.md).
         space = EmbeddingSpace(current=embedder.model, legacy=claim.legacy)
         memory_svc = MemoryService(
@@ -260,7 +265,7 @@ class Container:
             profiles=profiles_from_json(settings.redaction_profiles)
             if settings.redaction_profiles else {},
             replay_ttl_s=settings.replay_ttl_s,
-            tracer=make_tracer("ctxgate", console=settings.otel_console),
+            tracer=tracing.tracer,
             reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
             compactions=compaction_svc, constraints=constraint_svc, states=states,
@@ -284,8 +289,11 @@ class Container:
             replay_days=max(1, math.ceil(settings.replay_ttl_s / 86_400)),
             batch=settings.retention_batch), metrics=metrics)
         watch(metrics, db=db, findings=findings, embedder=embedder, compactions=compaction_svc)
+        # Last: a failed start leaves the clients unpatched.
+        tracing.instrument()
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
+            tracing=tracing,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
             knowledge=knowledge_svc, bundles=bundle_svc,
             memories=memory_svc,
@@ -332,6 +340,7 @@ class Container:
             await self.model.aclose()
         await self.redis.aclose()  # type: ignore[attr-defined]
         await self.db.close()
+        self.tracing.shutdown()  # after the stores: their last spans are flushed too
 
 
 # With the model, vocabularies and caches loaded, a full collection walked ~160k objects that
@@ -392,7 +401,12 @@ def create_app(settings: Settings | None = None, container: Container | None = N
 
     app = FastAPI(
         title="ctxgate", version="0.1.0", lifespan=lifespan,
-        summary="Context-assembly gateway for AI agents: Guard before Memory.")
+        summary="Context-assembly gateway for AI agents: Guard before Memory.",
+        # FastAPI's own telemetry would follow a global provider (which ctxgate never sets,
+        # but an auto-instrumenting launcher does) with spans of its own and exception
+        # messages, which may quote content, as logs: RequestEnvelope traces requests.
+        telemetry={"tracing": False, "metrics": False, "logs": False,
+                   "operation_spans": False, "auto_configure": False})
     if container is not None:
         app.state.container = container
     errors.install(app)
@@ -410,4 +424,8 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.mount("/ops", explorer())  # the manifest explorer's static page (app/ops_ui)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outside Starlette's error middleware, not among the middleware above: a 500 too is
+    # answered with its request id, and logged and traced with the status the caller saw.
+    stack = app.build_middleware_stack
+    app.build_middleware_stack = lambda: RequestEnvelope(stack())  # type: ignore[method-assign]
     return app

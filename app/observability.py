@@ -2,8 +2,8 @@
 
 Nothing is built at import time. ``Metrics()`` owns its collectors in its own
 ``CollectorRegistry``, so two apps (or two tests) in one process never collide, and
-``render()`` serves exactly that registry. ``make_tracer`` builds a private ``TracerProvider``
-and never installs it globally.
+``render()`` serves exactly that registry. ``make_tracer_provider`` builds a private
+``TracerProvider`` and never installs it globally (``app.tracing`` decides where spans go).
 
 Metric and label words are the manifest's words: candidates per memory ``layer`` (turn,
 session, task, ...), drops per drop ``layer`` (permission, safety, relevance, dedupe, budget),
@@ -19,10 +19,10 @@ from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -236,24 +236,21 @@ def make_tracer_provider(
     *,
     console: bool,
     processors: Iterable[SpanProcessor] = (),
+    sampler: Sampler | None = None,
 ) -> TracerProvider:
-    """A provider for ``service_name``; spans go to stdout when ``console``, else nowhere
-    (plus any extra ``processors``, e.g. an in-memory exporter in tests)."""
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+    """A provider named by ``OTEL_SERVICE_NAME`` (or ``OTEL_RESOURCE_ATTRIBUTES``) when the
+    environment names one, else ``service_name``; spans go to stdout when ``console``, and to
+    any extra ``processors`` (an OTLP exporter, an in-memory one in tests). ``sampler``:
+    the environment's (``OTEL_TRACES_SAMPLER``) when None."""
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: service_name}))
+    provider = TracerProvider(resource=resource, sampler=sampler)
     if console:
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
     for processor in processors:
         provider.add_span_processor(processor)
     return provider
-
-
-def make_tracer(service_name: str, *, console: bool) -> Tracer:
-    """A tracer on a fresh provider when spans go somewhere (``console``); otherwise the
-    no-op tracer, because SDK spans that no processor reads cost ~0.7 ms of CPU per turn
-    (5 % of it, py-spy). The global provider is never touched."""
-    if not console:
-        return trace.NoOpTracer()
-    return make_tracer_provider(service_name, console=console).get_tracer(TRACER_NAME)
 
 
 def _counts(attrs: Mapping[str, object]) -> dict[str, int]:

@@ -152,4 +152,9 @@ class Settings(BaseSettings):
     openai_embedding_model: str = "text-embedding-3-small"
     tokenizer: str = "o200k_base"
 
+    # Observability (docs/observability.md). Traces are configured by the standard OTEL_*
+    # variables (off unless set); otel_console also prints spans to stdout. Logs: one JSON
+    # object per line (or text) on stderr, at log_level; one access line per request (INFO).
     otel_console: bool = False
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "text"] = "json"

@@ -9,6 +9,7 @@ from fastapi import Depends, Header, Request
 
 from app.core.errors import ForbiddenScope, Unauthorized
 from app.core.model import Principal, Role
+from app.logs import note_principal
 
 if TYPE_CHECKING:
     from app.main import Container
@@ -38,7 +39,9 @@ def _bearer(request: Request) -> str | None:
 
 async def get_principal(request: Request) -> Principal:
     container = _container(request)
-    return await container.keys.authenticate(_bearer(request))
+    principal = await container.keys.authenticate(_bearer(request))
+    note_principal(principal.tenant_id, principal.key_id)  # for the request's access line
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -34,6 +34,7 @@ from app.core.errors import (
     StaleRevision,
     Unauthorized,
 )
+from app.logs import current_request
 from app.ports import SummarizerError
 
 log = logging.getLogger(__name__)
@@ -66,9 +67,13 @@ HTTP_TYPES: dict[int, tuple[str, str]] = {
 def problem(status: int, type_: str, title: str, detail: str,
             errors: list[dict[str, Any]] | None = None,
             extra: dict[str, str] | None = None) -> Response:
-    """``extra``: RFC 9457 extension members (e.g. which dependency failed)."""
+    """``extra``: RFC 9457 extension members (e.g. which dependency failed). Within a
+    request, ``request_id`` too: the id its ``X-Request-ID`` header and log lines carry."""
     body: dict[str, Any] = {"type": type_, "title": title, "status": status, "detail": detail,
                             **(extra or {})}
+    request = current_request()
+    if request is not None:
+        body["request_id"] = request.request_id
     if errors is not None:
         body["errors"] = errors
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None

@@ -933,6 +933,9 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[dict[str, Any]] | None = None
+    request_id: str | None = Field(
+        default=None, description="The request's id, as in its X-Request-ID response header "
+        "and the server's log lines (docs/observability.md).")
 
 
 # --- memories -----------------------------------------------------------------------------

@@ -79,6 +79,7 @@ from app.service.constraints import ConstraintService
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
+from app.tracing import stage_spans
 
 log = logging.getLogger(__name__)
 PERMISSION_COUNTS = "permission.withheld"  # the audit kind of a turn's per-label counts
@@ -121,7 +122,7 @@ class Assembler:
             sessions=sessions, tasks=tasks, bundles=bundles, knowledge=knowledge,
             embedder=embedder, count_tokens=count_tokens, config=config, retrieval=retrieval,
             history_events=history_events, memories=memories, compactions=compactions,
-            reads=reads, states=states)
+            reads=reads, states=states, tracer=tracer)
         self._compactions = compactions
         self._constraints = constraints
         self._revalidate = timedelta(days=memory_revalidate_days)
@@ -218,8 +219,9 @@ class Assembler:
                     scope=scope, query=req.query, candidates=candidates, state=checkpoint,
                     compacted=compacted is not None, now=now, tail=collected.tail)
             candidates += extra
-        with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)) as span:
+        with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)):
             plan = collected.plan or self._collector.plan(req)
+            start_ns = time.time_ns()
             assembly, timings = assemble(
                 scope=scope, candidates=candidates, checkpoint=checkpoint,
                 budget=req.budget, now=now, count_tokens=self._count,
@@ -227,7 +229,7 @@ class Assembler:
                                floor=plan.floor),
                 clock=time.perf_counter, profile=profile, rendering=req.render,
                 query=req.query)
-            record_counts(span, **{f"stage_us.{k}": int(v * 1000) for k, v in timings.items()})
+            stage_spans(self._tracer, start_ns, timings)
         timings = {"collect": collect_ms, "compaction": compaction_ms, **timings}
         manifest = build_manifest(
             scope=scope, turn_id=req.turn_id, assembly=assembly,

@@ -11,9 +11,12 @@ does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
+
+from opentelemetry.trace import Tracer
 
 from app.core.candidates import session_candidates
 from app.core.model import (
@@ -32,6 +35,7 @@ from app.core.model import (
 from app.core.pipeline import PipelineConfig
 from app.core.retrieval import RetrievalDefaults, RetrievalPlan, retrieval_plan
 from app.core.session_state import SessionState
+from app.observability import record_counts, stage_span
 from app.ports import (
     Embedder,
     KnowledgeQuery,
@@ -46,6 +50,8 @@ from app.service.compaction import CompactionService
 from app.service.memories import MemoryService
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +93,8 @@ class Collector:
                  knowledge: KnowledgeStore, embedder: Embedder, count_tokens: TokenCounter,
                  config: PipelineConfig, retrieval: RetrievalDefaults, history_events: int,
                  memories: MemoryService | None, compactions: CompactionService | None,
-                 reads: SharedReads, states: SessionStateStore | None = None) -> None:
+                 reads: SharedReads, tracer: Tracer,
+                 states: SessionStateStore | None = None) -> None:
         self._sessions = sessions
         self._tasks = tasks
         self._bundles = bundles
@@ -101,6 +108,7 @@ class Collector:
         self._compactions = compactions
         self._reads = reads
         self._states = states
+        self._tracer = tracer
 
     async def collect(self, scope: Scope, req: TurnRequest) -> Collected:
         """Every layer's store reads for one turn, started concurrently: the Redis reads and
@@ -134,7 +142,7 @@ class Collector:
             return await self._states.get(tenant_id=scope.tenant_id,
                                           session_id=scope.session_id)
 
-        embedding = asyncio.ensure_future(self._embedding(req))
+        embedding = asyncio.ensure_future(self._read("embedding", self._embedding(req)))
 
         async def vector() -> list[KnowledgeHit]:
             return await self._knowledge.search_vector(
@@ -177,12 +185,18 @@ class Collector:
 
         # Admitting a bundle may write (the session's binding): it runs beside the shared
         # reads, on connections of its own, not inside them.
-        admission = asyncio.ensure_future(bundle())
+        admission = asyncio.ensure_future(self._read("bundle", bundle(), _found))
+        read = self._read
         try:
             async with self._reads(scope.tenant_id):
                 sess, checkpoint, vhits, thits, (mhits, pins), (own, found) = \
-                    await asyncio.gather(session(), task(), vector(), text(), memories(),
-                                         asyncio.gather(state(), transcript()))
+                    await asyncio.gather(
+                        read("session", session(), lambda s: len(s.tail)),
+                        read("task", task(), _found), read("knowledge.vector", vector(), len),
+                        read("knowledge.text", text(), len),
+                        read("memory", memories(), lambda m: len(m[0]) + len(m[1])),
+                        asyncio.gather(read("state", state(), _found),
+                                       read("transcript", transcript(), len)))
             admitted = await admission
         finally:
             embedding.cancel()
@@ -192,6 +206,17 @@ class Collector:
                          transcript=found, bundle=admitted, memories=mhits, pins=pins,
                          state=own if sess.owner == scope.user_id else None, plan=plan,
                          embedding=_settled(embedding))
+
+    async def _read(self, layer: str, read: Awaitable[T],
+                    size: Callable[[T], int] | None = None) -> T:
+        """One layer's read in a span of its own, a child of the turn's collect span, with
+        how many items (events, hits, rows) it found: the layers run concurrently, and the
+        trace shows which one the turn waited for."""
+        with stage_span(self._tracer, f"ctxgate.collect.{layer}") as span:
+            got = await read
+            if size is not None:
+                record_counts(span, items=size(got))
+            return got
 
     def plan(self, req: TurnRequest) -> RetrievalPlan:
         """The turn's retrieval depth per layer and relevance floor."""
@@ -236,6 +261,10 @@ class Collector:
         return session_candidates(events, tenant_id=scope.tenant_id,
                                   session_id=scope.session_id, owner_user_id=owner,
                                   count_tokens=self._count)
+
+
+def _found(value: object) -> int:
+    return int(value is not None)
 
 
 def _settled(vector: asyncio.Future[list[float]]) -> list[float] | None:

@@ -16,7 +16,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.core.model import DropLayer, Layer, Section
 from app.observability import (
     Metrics,
-    make_tracer,
     make_tracer_provider,
     record_counts,
     stage_span,
@@ -139,18 +138,6 @@ def test_stage_span_marks_errors_without_the_message() -> None:
     assert finished.status.description == "ValueError"
     assert finished.events == ()  # no exception event with its message
     provider.shutdown()
-
-
-def test_make_tracer_records_only_where_spans_go_and_leaves_the_global_provider() -> None:
-    from opentelemetry import trace
-
-    before = trace.get_tracer_provider()
-    from opentelemetry.sdk.trace import Tracer as SdkTracer
-
-    assert isinstance(make_tracer("ctxgate-test", console=True), SdkTracer)  # to stdout
-    with make_tracer("ctxgate-test", console=False).start_as_current_span("x") as span:
-        assert not span.is_recording()  # nowhere to go: the no-op tracer, no cost
-    assert trace.get_tracer_provider() is before
 
 
 def test_console_provider_has_an_exporter() -> None:
