@@ -1,11 +1,15 @@
-"""An exhausted database pool is a retryable 503 problem, and the pool recovers."""
+"""An exhausted database pool is a retryable 503 problem, the pool recovers, and it reports
+its checkouts, waiters and timeouts (ctxgate_db_pool_*)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
+import pytest
 from fastapi import FastAPI
 
-from app.adapters.postgres.db import Database, Sql
+from app.adapters.postgres.db import Database, PoolStats, Sql, StoreBusy
 from app.api import errors
 
 
@@ -33,3 +37,28 @@ async def test_pool_exhaustion_is_503_store_busy_and_the_pool_recovers(
             assert await conn.fetchval(Sql("SELECT 1")) == 1
     finally:
         await db.close()
+
+
+async def test_pool_stats_count_checkouts_waiters_and_timeouts(pg_owner_url: str) -> None:
+    """What ctxgate_db_pool_* report: asyncpg counts neither waiters nor their timeouts."""
+    db = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=1,
+                             pool_timeout=0.3)
+    try:
+        assert db.pool_stats() == PoolStats(max_size=1, open=0, in_use=0, waiting=0,
+                                            timeouts=0)
+        async with db.tenant_tx("t"):
+            waiter = asyncio.create_task(_one(db))
+            await asyncio.sleep(0.1)
+            assert db.pool_stats() == PoolStats(max_size=1, open=1, in_use=1, waiting=1,
+                                                timeouts=0)
+            with pytest.raises(StoreBusy):
+                await waiter
+        assert db.pool_stats() == PoolStats(max_size=1, open=1, in_use=0, waiting=0,
+                                            timeouts=1)
+    finally:
+        await db.close()
+
+
+async def _one(db: Database) -> None:
+    async with db.tenant_tx("t") as conn:
+        await conn.fetchval(Sql("SELECT 1"))

@@ -70,6 +70,13 @@ async def _turn(client: Client, key: str, **extra: Any) -> httpx.Response:
         **extra})
 
 
+def _faults(container: Container, dependency: str) -> float:
+    """ctxgate_dependency_errors_total of ``dependency``, over every kind."""
+    return sum(s.value for family in container.metrics.registry.collect()
+               for s in family.samples if s.name == "ctxgate_dependency_errors_total"
+               and s.labels["dependency"] == dependency)
+
+
 async def test_a_dead_redis_degrades_turns_instead_of_failing_them(
         settings: Settings, own_redis: OwnRedis, tenant: str) -> None:
     async for client, container in _client(dataclasses.replace(
@@ -93,6 +100,8 @@ async def test_a_dead_redis_degrades_turns_instead_of_failing_them(
             assert manifest["degraded"] == ["redis"]
         # The history was read from the archive: the event appended during the outage is in.
         assert "green folder" in turns[-1].text
+        # Every degraded turn counted its Redis faults by kind (the tail read, at least).
+        assert _faults(container, "redis") >= 5 and _faults(container, "postgres") == 0
         ready = await client.get("/readyz")
         assert ready.status_code == 503 and ready.json()["checks"]["redis"] is False
 
@@ -125,6 +134,7 @@ async def test_a_dead_postgres_is_a_503_naming_it_and_recovery_needs_no_restart(
             assert problem["dependency"] == "postgres"
             assert response.headers["content-type"] == "application/problem+json"
             assert int(response.headers["Retry-After"]) >= 1
+        assert _faults(container, "postgres") >= 3  # one per refused request, by kind
 
         own_postgres.restart()
         for _ in range(50):
