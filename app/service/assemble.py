@@ -357,10 +357,10 @@ class Assembler:
                                                           "user_id": scope.user_id})
             for d in assembly.permission_drops
         ]
-        if counts:  # counts per label, no refs: what explain resolves per source
+        if counts:  # per label, no refs, no user (the turn_id leads to the manifest's)
             audit.append(AuditRecord(
                 turn_id=stored.turn_id, kind=PERMISSION_COUNTS, principal=principal.key_id,
-                ref=None, rule=None, detail={"counts": counts, "user_id": scope.user_id}))
+                ref=None, rule=None, detail={"counts": counts}))
         audit += _recalled(scope, principal, stored.turn_id, assembly)
         try:
             return await self._manifests.insert(
