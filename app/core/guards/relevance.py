@@ -36,6 +36,7 @@ Survivors keep their input order; the compiler and the budget do their own order
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
 from app.core import fts
@@ -98,27 +99,30 @@ def across_layers(candidates: Sequence[Candidate], lexical: Mapping[str, float]
     """
     out = {c.ref: dict(c.scores) for c in candidates}
     for signal in ("meaning", "words"):
-        lists: dict[Layer, list[tuple[int, str, Candidate]]] = {}
+        # per layer: (in-layer rank, ref, ranker, the head's measure), in the store's order
+        lists: dict[Layer, list[tuple[int, str, str, float]]] = {}
         for c in candidates:
             for ranker, rank in c.scores:
                 if SIGNAL.get(ranker) == signal:
-                    lists.setdefault(c.layer, []).append((rank, ranker, c))
+                    measure = ((c.similarity or 0.0) if signal == "meaning"
+                               else lexical.get(c.ref, 0.0))
+                    lists.setdefault(c.layer, []).append((rank, c.ref, ranker, measure))
         if len(lists) < 2:
             continue
-        queues = {layer: sorted(items, key=lambda x: (x[0], x[2].ref))
-                  for layer, items in lists.items()}
-        taken = dict.fromkeys(queues, 0)
-
-        def measure(c: Candidate, signal: str = signal) -> float:
-            return (c.similarity or 0.0) if signal == "meaning" else lexical.get(c.ref, 0.0)
-
-        while live := [layer for layer, q in queues.items() if taken[layer] < len(q)]:
-            layer = min(live, key=lambda layer: (-measure(queues[layer][taken[layer]][2]),
-                                                 queues[layer][taken[layer]][0], layer.value))
-            rank, ranker, c = queues[layer][taken[layer]]
-            ahead = sum(n for other, n in taken.items() if other is not layer)
-            out[c.ref][ranker] = rank + ahead
-            taken[layer] += 1
+        queues = [sorted(items) for _, items in sorted(lists.items())]
+        at = [0] * len(queues)
+        heads = [(-q[0][3], q[0][0], n) for n, q in enumerate(queues)]
+        heapq.heapify(heads)
+        merged = 0
+        while heads:
+            *_, n = heapq.heappop(heads)
+            rank, ref, ranker, _ = queues[n][at[n]]
+            out[ref][ranker] = rank + merged - at[n]  # + the other layers' merged so far
+            at[n] += 1
+            merged += 1
+            if at[n] < len(queues[n]):
+                nxt = queues[n][at[n]]
+                heapq.heappush(heads, (-nxt[3], nxt[0], n))
     return {ref: tuple(sorted(ranks.items())) for ref, ranks in out.items()}
 
 
