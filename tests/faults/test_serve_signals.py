@@ -166,19 +166,21 @@ def events(base_url: str, key: str) -> list[str]:
     return [e["content"] for e in r.json()["events"]]
 
 
-def test_sigterm_drains_the_request_in_flight_then_stops_the_stores(serve: Serve) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_drains_the_request_in_flight_then_stops_the_stores(
+        serve: Serve, sig: int) -> None:
     key = runtime_key(serve.url)
     stores = store_pids(serve.data_dir)
     body = append_body("appended while the server was told to stop")
     # A request in flight when the signal comes: its body arrives in two parts, the second
-    # only after SIGTERM (the server is then waiting for it inside the app).
+    # only after the signal (the server is then waiting for it inside the app).
     conn = socket.create_connection(("127.0.0.1", serve.port), timeout=30)
     conn.sendall(b"POST /v1/sessions/s1/events HTTP/1.1\r\nHost: t\r\n"
                  b"Authorization: Bearer " + key.encode() + b"\r\n"
                  b"Content-Type: application/json\r\n"
                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:10])
     time.sleep(0.5)
-    serve.proc.send_signal(signal.SIGTERM)
+    serve.proc.send_signal(sig)
     signalled = time.monotonic()
 
     ready = httpx.get(f"{serve.url}/readyz", timeout=5)  # still listening: the delay
@@ -209,7 +211,18 @@ def test_a_second_serve_on_the_same_directory_fails_fast(serve: Serve) -> None:
     assert "in use by another ctxgate process" in second.output()
     assert f"pid {serve.proc.pid}" in second.output()
     assert httpx.get(f"{serve.url}/readyz", timeout=5).status_code == 200  # untouched
+
+    # `ctxgate keys create` beside it shares its PostgreSQL and, leaving, does not stop it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXGATE_")}
+    created = subprocess.run(
+        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", "acme", "--role",
+         "runtime", "--quiet"], env=env | {"CTXGATE_DATA_DIR": str(serve.data_dir)},
+        capture_output=True, text=True, timeout=120, check=False)
+    assert created.returncode == 0, created.stderr
+    append(serve.url, created.stdout.strip(), "with a key made beside the server")
+    stores = store_pids(serve.data_dir)
     assert serve.stop() == 0, serve.output()
+    assert wait_gone(list(stores.values())) == []  # the last user out stopped it
 
 
 def test_sigkill_then_start_again_on_the_same_directory(serve: Serve) -> None:
