@@ -269,6 +269,7 @@ def test_explorer_in_chromium(world: World) -> None:
             page.wait_for_selector("#error:not([hidden]) .problem")
             problem = page.inner_text("#error")
             assert "Not found (404)" in problem and "not-found" in problem
+            assert "request_id" in problem  # to find the request's log line
             assert "no-such-turn" in problem
             shot("07-problem")
 
