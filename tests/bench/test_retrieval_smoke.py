@@ -10,7 +10,7 @@ from pathlib import Path
 
 import Stemmer
 
-from bench.retrieval import KINDS, SETTINGS, run_retrieval, table
+from bench.retrieval import KINDS, SETTINGS, room, run_retrieval, table
 from bench.retrieval_baselines import SYSTEMS, tokenize
 from bench.retrieval_data import dump, generate, load
 from bench.retrieval_templates import KNOWLEDGE, PERSONAL
@@ -31,6 +31,13 @@ def test_paraphrases_share_no_word_with_their_evidence() -> None:
         said = _words(fact.fact) | _words(fact.update)
         assert not _words(fact.paraphrase) & said, (fact.key, fact.lang)
         assert _words(fact.lexical) & said, (fact.key, fact.lang)
+
+
+def test_the_baselines_room_is_the_turns_room_for_retrieved_items() -> None:
+    manifest = {"token_budget": 4000, "reserve_output": 500, "segments": [
+        {"kind": "query", "tokens": 12}, {"kind": "retrieval", "tokens": 300},
+        {"kind": "memory", "tokens": 20}, {"kind": "task_state", "tokens": 40}]}
+    assert room(manifest) == 4000 - 500 - 12 - 40
 
 
 def test_the_dataset_is_reproducible_and_its_evidence_exists(tmp_path: Path) -> None:
