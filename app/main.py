@@ -41,10 +41,11 @@ from app.adapters.postgres.session_state import PgSessionStateStore
 from app.adapters.postgres.sessions import PgSessionArchive
 from app.adapters.postgres.tasks import PgTaskStore
 from app.adapters.postgres.vector_schema import check_embedding_dim
-from app.adapters.redis.client import open_redis
+from app.adapters.redis.client import RedisClient, open_redis
 from app.adapters.redis.client import ping as redis_ping
 from app.adapters.redis.erasure import RedisEraser
 from app.adapters.redis.pins import RedisPinSnapshots
+from app.adapters.redis.quotas import RedisRateLimiter
 from app.adapters.redis.replay import RedisReplayCache
 from app.adapters.redis.session_keys import RedisSessionKeys
 from app.adapters.redis.session_tail import RedisSessionTail
@@ -53,7 +54,7 @@ from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.api import errors
 from app.api.access import RequestEnvelope
 from app.api.contract import complete
-from app.api.middleware import BodyLimit, RequestMetrics
+from app.api.middleware import BodyLimit, RateLimitHeaders, RequestMetrics
 from app.api.routes import ROUTERS
 from app.core.compaction import ExtractiveSummarizer
 from app.core.compaction.breaker import BreakerPolicy
@@ -68,6 +69,7 @@ from app.core.embedding_space import EmbeddingSpace
 from app.core.guards.safety import Detector
 from app.core.model import Layer, Section
 from app.core.pipeline import PipelineConfig
+from app.core.quotas import QuotaLimits
 from app.core.redaction import profiles_from_json
 from app.core.retrieval import RetrievalDefaults
 from app.integrations.mcp_server import PATH as MCP_PATH
@@ -88,6 +90,7 @@ from app.service.keys import KeyService
 from app.service.knowledge import KnowledgeService
 from app.service.memories import MemoryService
 from app.service.pacing import DutyCycle
+from app.service.quotas import Quotas
 from app.service.recall import SessionRecall
 from app.service.reembed import ReEmbedder
 from app.service.retention import RetentionPolicy, RetentionService, RetentionWorker
@@ -121,6 +124,18 @@ def make_summarizer(settings: Settings) -> OpenAIChatSummarizer | None:
                                     settings.openai_summary_model,
                                     timeout_s=settings.summarizer_timeout_s)
     return None
+
+
+def make_quotas(settings: Settings, redis: RedisClient, metrics: Metrics) -> Quotas:
+    """Per-tenant quotas in Redis, shared by every replica (docs/quotas.md)."""
+    return Quotas(
+        RedisRateLimiter(redis, prefix=settings.redis_prefix),
+        defaults=QuotaLimits(requests_per_s=settings.quota_requests_per_s,
+                             requests_burst=settings.quota_requests_burst,
+                             key_requests_per_s=settings.quota_key_requests_per_s,
+                             turns_concurrent=settings.quota_turns_concurrent),
+        pool_size=settings.db_pool_size, lease_ttl_s=settings.quota_lease_ttl_s,
+        timeout_s=settings.quota_timeout_ms / 1000, metrics=metrics)
 
 
 def watch(metrics: Metrics, *, db: Database, findings: FindingsCache, embedder: Embedder,
@@ -170,6 +185,7 @@ class Container:
     findings: FindingsCache
     recall: SessionRecall
     admission: Admission
+    quotas: Quotas
     reembedder: ReEmbedder
     retention: RetentionService
     retention_worker: RetentionWorker
@@ -309,6 +325,7 @@ class Container:
             admission=Admission(limit=settings.turns_in_flight_max,
                                 wait_s=settings.turns_admission_wait_ms / 1000,
                                 metrics=metrics),
+            quotas=make_quotas(settings, redis, metrics),
             reembedder=ReEmbedder(store=embeddings, embedder=embedder, space=space,
                                   batch=settings.reembed_batch,
                                   pause_s=settings.reembed_pause_ms / 1000,
@@ -422,6 +439,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     mcp = McpEndpoint(app)  # the MCP tools over streamable HTTP (app/integrations)
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))
     app.mount("/ops", explorer())  # the manifest explorer's static page (app/ops_ui)
+    app.add_middleware(RateLimitHeaders)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Outside Starlette's error middleware, not among the middleware above: a 500 too is

@@ -36,6 +36,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.core.guards.relevance import noise
 from app.core.model import DropLayer, Layer, Section
+from app.core.quotas import Limit
 from app.dependency_metrics import Classify, DependencyMetrics
 
 if TYPE_CHECKING:
@@ -107,6 +108,14 @@ class Metrics:
         self.turns_shed = Counter(
             "ctxgate_turns_shed", "Turns refused with 503 overloaded: the worker had its "
             "limit of turns in flight (app.service.admission).", registry=r)
+        # No tenant label: tenant ids are unbounded (a series each, forever) and name
+        # customers; which tenant was refused is in the log line.
+        self.quota_rejections = Counter(
+            "ctxgate_quota_rejections", "Requests refused with 429 quota-exceeded, per limit "
+            "(tenant_rate, key_rate, turns_concurrent).", ["limit"], registry=r)
+        self.quota_unavailable = Counter(
+            "ctxgate_quota_unavailable", "Quota checks that got no answer from Redis in time: "
+            "the request was let through (fail-open).", registry=r)
         self.degraded_turns = Counter(
             "ctxgate_degraded_turns", "Turns answered without an optional dependency (the "
             "manifest's degraded), per dependency.", ["dependency"], registry=r)
@@ -149,6 +158,8 @@ class Metrics:
         self.retention_duration = Gauge(
             "ctxgate_retention_last_run_duration_seconds", "How long the last retention run "
             "took.", registry=r, multiprocess_mode="mostrecent")
+        for limit in Limit:
+            self.quota_rejections.labels(limit=limit.value)
         for table in RETENTION_TABLES:
             self.retention_pruned.labels(table=table)
         # Export every known series at zero, so rates and alerts work before the first turn.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -32,6 +32,7 @@ from app.core.model import (
     Visibility,
 )
 from app.core.paging import Position
+from app.core.quotas import QuotaDecision, QuotaLimits, QuotaOverride
 from app.core.registry import Binding, BundleRevision, Channel
 from app.core.session_state import SessionState
 
@@ -69,6 +70,7 @@ class TenantSettings:
     """What a tenant's admin sets for all of its turns."""
 
     default_session_visibility: Visibility = Visibility.TREE
+    quota: QuotaOverride = field(default_factory=QuotaOverride)  # None fields: the server's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -748,3 +750,22 @@ class SessionCache(Protocol):
     """Forgets everything cached for one session (its tail, its pinned memory snapshot)."""
 
     async def drop(self, *, tenant_id: str, session_id: str) -> None: ...
+
+
+class RateLimiter(Protocol):
+    """Per-tenant token buckets and turn leases in a store every replica shares. Each call
+    is one atomic step: concurrent replicas never both take the last token or slot."""
+
+    async def take(self, *, tenant_id: str, key_id: str, limits: QuotaLimits
+                   ) -> QuotaDecision:
+        """One request's token from the tenant's bucket and the key's: both, or neither
+        when either is empty (a limit of 0 is no bucket)."""
+        ...
+
+    async def lease(self, *, tenant_id: str, lease_id: str, cap: int, ttl_s: float
+                    ) -> QuotaDecision:
+        """One of the tenant's ``cap`` slots for a turn in flight, held until ``release``
+        or, should its holder die, ``ttl_s`` from now."""
+        ...
+
+    async def release(self, *, tenant_id: str, lease_id: str) -> None: ...

@@ -51,6 +51,20 @@ class Settings(BaseSettings):
     # queue that slows every turn. 0: no limit.
     turns_in_flight_max: int = 8
     turns_admission_wait_ms: int = 100
+    # Quotas (docs/quotas.md), per tenant and shared by every replica through Redis: a token
+    # bucket of quota_requests_per_s, quota_requests_burst deep, for every authenticated
+    # request; one per API key inside it (quota_key_requests_per_s); at most
+    # quota_turns_concurrent turns in flight per tenant, never more than db_pool_size - 1 (a
+    # turn whose holder died frees its slot after quota_lease_ttl_s). Past one: 429
+    # quota-exceeded with Retry-After. A tenant's settings override each; 0: no limit. A
+    # Redis that does not answer within quota_timeout_ms lets the request through (counted);
+    # the wait includes a loaded worker's event-loop lag, so it stays well above that.
+    quota_requests_per_s: float = Field(default=200.0, ge=0)
+    quota_requests_burst: int = Field(default=400, ge=1)
+    quota_key_requests_per_s: float = Field(default=0.0, ge=0)
+    quota_turns_concurrent: int = Field(default=4, ge=0)
+    quota_lease_ttl_s: float = Field(default=60.0, gt=0)
+    quota_timeout_ms: int = Field(default=1000, ge=1)
     # Connections a turn's shared reads may spread over while it is its worker's only turn
     # in flight (1: always one; see Database.shared_reads).
     db_read_lanes: int = Field(default=2, ge=1)

@@ -6,9 +6,10 @@
   sends for a 4xx/5xx), not ``application/json``;
 - the ``bearer`` security scheme, required by every operation but the probes and metrics;
 - the statuses every such operation can answer whatever its own code does: 401 (no or bad
-  key), 503 ``dependency-unavailable`` with ``Retry-After`` (a store down or out of
-  connections: ``app.adapters.faults``); with a JSON body also 400 ``malformed-json``, 413
-  (``BodyLimit``) and 422; with path parameters 404;
+  key), 429 ``quota-exceeded`` with ``Retry-After`` and the RateLimit headers, 503
+  ``dependency-unavailable`` with ``Retry-After`` (a store down or out of connections:
+  ``app.adapters.faults``); with a JSON body also 400 ``malformed-json``, 413 (``BodyLimit``)
+  and 422; with path parameters 404;
 - ``/metrics`` as Prometheus text.
 
 Generated here, once, so ``/openapi.json`` and the committed ``openapi.yaml`` are the same
@@ -36,8 +37,16 @@ def _problem(description: str, headers: dict[str, Any] | None = None) -> dict[st
     return out
 
 
+_RATE_LIMIT = {**_RETRY_AFTER,
+               "RateLimit-Policy": {"description": "the quota policy that refused the "
+                                    "request (docs/quotas.md)", "schema": {"type": "string"}},
+               "RateLimit": {"description": "what is left of it and when it resets",
+                             "schema": {"type": "string"}}}
 COMMON = {
     "401": _problem("missing, unknown or revoked key"),
+    "429": _problem("quota-exceeded: the tenant's or key's request rate, or the tenant's "
+                    "turns in flight, is at its quota (docs/quotas.md); nothing was done: "
+                    "retry after Retry-After", _RATE_LIMIT),
     "503": _problem("a dependency (postgres, redis, the embedder or the summarizer) is "
                     "unavailable or out of connections; the body names it. Nothing was "
                     "written: retry after Retry-After", _RETRY_AFTER),

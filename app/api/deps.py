@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Header, Request
 
+from app.api import ratelimit
 from app.core.errors import ForbiddenScope, Unauthorized
 from app.core.model import Principal, Role
 from app.logs import note_principal
@@ -41,6 +42,10 @@ async def get_principal(request: Request) -> Principal:
     container = _container(request)
     principal = await container.keys.authenticate(_bearer(request))
     note_principal(principal.tenant_id, principal.key_id)  # for the request's access line
+    # Past its tenant's or key's request rate: 429 here, before the route touches a store.
+    decision = await container.quotas.admit(principal)
+    if decision is not None:  # for the RateLimit headers (api.middleware.RateLimitHeaders)
+        setattr(request.state, ratelimit.STATE, decision)
     return principal
 
 

@@ -21,6 +21,7 @@ from starlette.responses import Response
 from app.adapters.embedders.errors import EmbedderError
 from app.adapters.faults import FAULT_TYPES, dependency_of
 from app.adapters.postgres.db import StoreBusy
+from app.api import ratelimit
 from app.api.schemas import SHAPE_TAGS
 from app.core.errors import (
     BudgetTooSmall,
@@ -31,6 +32,7 @@ from app.core.errors import (
     NotExplainable,
     NotFound,
     Overloaded,
+    QuotaExceeded,
     StaleRevision,
     Unauthorized,
 )
@@ -51,6 +53,7 @@ STATUS: dict[type[DomainError], tuple[int, str]] = {
     StaleRevision: (409, "Stale revision"),
     BudgetTooSmall: (422, "Budget too small"),
     Overloaded: (503, "Overloaded"),
+    QuotaExceeded: (429, "Quota exceeded"),
 }
 
 HTTP_TYPES: dict[int, tuple[str, str]] = {
@@ -102,6 +105,8 @@ async def _domain(_: Request, exc: Exception) -> Response:
     retry_after = getattr(exc, "retry_after_s", None)
     if retry_after is not None:  # a refusal that ends by itself says when to come back
         response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    if isinstance(exc, QuotaExceeded):  # the policy that refused it, not the request's last
+        response.headers.update(ratelimit.headers(exc.decision))
     return response
 
 

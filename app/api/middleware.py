@@ -1,4 +1,4 @@
-"""ASGI middleware: a hard body-size limit and per-route request metrics.
+"""ASGI middleware: a hard body-size limit, per-route request metrics, RateLimit headers.
 
 The body limit counts the bytes actually received, not just the Content-Length header, so a
 chunked upload cannot slip past it; an oversized body is a 413 problem and nothing is written.
@@ -9,8 +9,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api import ratelimit
 from app.api.errors import problem
 
 
@@ -94,3 +96,28 @@ class RequestMetrics:
         path = getattr(route, "path", "unmatched")
         container.metrics.request_latency.labels(
             route=path, method=scope["method"], status=str(status)).observe(seconds)
+
+
+class RateLimitHeaders:
+    """The RateLimit headers of the request's quota answer (``app.api.ratelimit``; the
+    principal dependency leaves it in the request state) on whatever response it gets. A
+    response that carries its own (a 429 for the limit that refused it) keeps them."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            decision = scope.get("state", {}).get(ratelimit.STATE)
+            if message["type"] == "http.response.start" and decision is not None:
+                headers = MutableHeaders(scope=message)
+                if "ratelimit" not in headers:
+                    for name, value in ratelimit.headers(decision).items():
+                        headers.append(name, value)
+            await send(message)
+
+        await self.app(scope, receive, with_headers)

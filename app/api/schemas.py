@@ -42,6 +42,7 @@ from app.core.model import (
     Visibility,
     Workspace,
 )
+from app.core.quotas import QuotaOverride
 from app.core.registry import BundleFile, BundleRevision
 from app.core.retrieval import POOL_MAX
 from app.ports import ClientChunk, DocumentInfo, IngestJob, NewDocument, NewEvent, TenantSettings
@@ -166,13 +167,37 @@ class TenantSettingsBody(Wire):
         "(this session and those it spawned) is the fail-closed default: widening it to "
         "'agent' or 'all' is what lets a new session recall earlier ones.")
 
+    # The tenant's quotas (docs/quotas.md); null: the server's CTXGATE_QUOTA_* default.
+    quota_requests_per_s: float | None = Field(
+        None, ge=0, description="Requests per second the tenant's bucket refills with, "
+        "across every replica (0: no limit).")
+    quota_requests_burst: int | None = Field(
+        None, ge=1, description="How many requests the tenant's bucket holds: a burst "
+        "past the rate.")
+    quota_key_requests_per_s: float | None = Field(
+        None, ge=0, description="Requests per second for each of the tenant's keys, inside "
+        "the tenant's rate (0: no per-key limit).")
+    quota_turns_concurrent: int | None = Field(
+        None, ge=0, description="Turns in flight at once for the tenant, across every "
+        "replica; never more than a worker's database pool less one (0: no cap).")
+
     def to_domain(self) -> TenantSettings:
         return TenantSettings(
-            default_session_visibility=Visibility.parse(self.default_session_visibility))
+            default_session_visibility=Visibility.parse(self.default_session_visibility),
+            quota=QuotaOverride(
+                requests_per_s=self.quota_requests_per_s,
+                requests_burst=self.quota_requests_burst,
+                key_requests_per_s=self.quota_key_requests_per_s,
+                turns_concurrent=self.quota_turns_concurrent))
 
     @classmethod
     def of(cls, settings: TenantSettings) -> TenantSettingsBody:
-        return cls(default_session_visibility=settings.default_session_visibility.label)
+        q = settings.quota
+        return cls(default_session_visibility=settings.default_session_visibility.label,
+                   quota_requests_per_s=q.requests_per_s,
+                   quota_requests_burst=q.requests_burst,
+                   quota_key_requests_per_s=q.key_requests_per_s,
+                   quota_turns_concurrent=q.turns_concurrent)
 
 
 class KeyCreated(BaseModel):

@@ -8,12 +8,16 @@
     ├── Conflict           conflict           the id is taken by a different request
     │   └── NotExplainable not-explainable    the turn recorded nothing to re-evaluate against
     ├── StaleRevision      stale-revision     optimistic concurrency lost
-    └── BudgetTooSmall     budget-too-small   never-compress content does not fit
+    ├── BudgetTooSmall     budget-too-small   never-compress content does not fit
+    ├── Overloaded         overloaded         this worker's turns in flight are at its limit
+    └── QuotaExceeded      quota-exceeded     the tenant (or key) is past one of its quotas
 
 ``app.api.errors`` is the one place that maps these to status codes and problem+json.
 """
 
 from __future__ import annotations
+
+from app.core.quotas import QuotaDecision
 
 
 class DomainError(Exception):
@@ -67,3 +71,15 @@ class Overloaded(DomainError):
     def __init__(self, detail: str, *, retry_after_s: float) -> None:
         super().__init__(detail)
         self.retry_after_s = retry_after_s
+
+
+class QuotaExceeded(DomainError):
+    """The caller's tenant or key is past one of its quotas (429): its own excess, refused
+    before it reaches the stores, so other tenants keep their share (docs/quotas.md)."""
+
+    type = "quota-exceeded"
+
+    def __init__(self, detail: str, *, retry_after_s: float, decision: QuotaDecision) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+        self.decision = decision  # the limiter's answer, for the RateLimit headers

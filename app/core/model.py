@@ -12,6 +12,8 @@ from datetime import datetime
 from enum import IntEnum, StrEnum
 from typing import Any, Literal, Self, get_args
 
+from app.core.quotas import QuotaOverride
+
 
 class OrderedLevel(IntEnum):
     """An ordered scale whose wire form is the lower-case member name."""
@@ -147,6 +149,8 @@ class Principal:
     # widened it); the key's cap still bounds it.
     default_session_visibility: Visibility = Visibility.TREE
     assertion: AssertionPolicy | None = None
+    # The tenant's own quotas (tenant settings), read with the key in one round trip.
+    quota: QuotaOverride = field(default_factory=QuotaOverride)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

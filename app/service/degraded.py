@@ -33,7 +33,13 @@ _errors: ContextVar[list[Noted] | None] = ContextVar("ctxgate_degraded_errors", 
 
 @contextmanager
 def recording() -> Iterator[set[str]]:
-    """The set of dependencies this request went without, filled while the block runs."""
+    """The set of dependencies this request went without, filled while the block runs.
+    Inside another recording it is the outer set: what the route went without before the
+    service began (the quota check) still reaches the turn's manifest."""
+    outer = _current.get()
+    if outer is not None:
+        yield outer
+        return
     deps: set[str] = set()
     token = _current.set(deps)
     try:

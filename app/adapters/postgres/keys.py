@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import secrets
 
-from app.adapters.postgres.db import Database, Sql
+from app.adapters.postgres.db import Database, Row, Sql
 from app.core.model import AssertionPolicy, DataLevel, Principal, Role, Visibility
+from app.core.quotas import QuotaOverride
 from app.ports import KeyInfo, NewKey, TenantSettings
 
 CREATE_SQL = (
@@ -25,14 +26,22 @@ LIST_SQL = (
     "SELECT key_id, tenant_id, name, role, max_data_level, domains, max_session_visibility, "
     "created_at, revoked_at FROM ctxgate_key_list(:tenant_id)"
 )
+# A tenant's quota overrides (migration 0024) come with the key and with its settings.
 PRINCIPAL_SQL = (
     "SELECT key_id, tenant_id, role, max_data_level, domains, max_session_visibility, "
-    "require_assertion, algorithm, key_material, issuer, audience, default_session_visibility "
-    "FROM ctxgate_key_principal(:key_hash)"
+    "require_assertion, algorithm, key_material, issuer, audience, default_session_visibility, "
+    "quota_requests_per_s, quota_requests_burst, quota_key_requests_per_s, "
+    "quota_turns_concurrent FROM ctxgate_key_principal(:key_hash)"
 )
 
-SETTINGS_SET_SQL = "SELECT ctxgate_tenant_settings_set(:tenant_id, :default_session_visibility)"
-SETTINGS_GET_SQL = "SELECT default_session_visibility FROM ctxgate_tenant_settings_get(:tenant_id)"
+SETTINGS_SET_SQL = (
+    "SELECT ctxgate_tenant_settings_set(:tenant_id, :default_session_visibility, "
+    ":quota_requests_per_s, :quota_requests_burst, :quota_key_requests_per_s, "
+    ":quota_turns_concurrent)")
+SETTINGS_GET_SQL = (
+    "SELECT default_session_visibility, quota_requests_per_s, quota_requests_burst, "
+    "quota_key_requests_per_s, quota_turns_concurrent "
+    "FROM ctxgate_tenant_settings_get(:tenant_id)")
 IDENTITY_SQL = (
     "SELECT ctxgate_tenant_identity_set(:tenant_id, :require, :algorithm, :key_material, "
     ":issuer, :audience)"
@@ -97,6 +106,7 @@ class PgKeyStore:
             assertion=None if row.algorithm is None else AssertionPolicy(
                 require=bool(row.require_assertion), algorithm=row.algorithm,
                 key_material=row.key_material, issuer=row.issuer, audience=row.audience),
+            quota=_quota(row),
         )
 
     async def set_assertion_policy(self, *, tenant_id: str, policy: AssertionPolicy) -> None:
@@ -108,11 +118,26 @@ class PgKeyStore:
 
     async def tenant_settings(self, *, tenant_id: str) -> TenantSettings:
         async with self._db.unscoped_tx() as conn:
-            value = await conn.fetchval(_SETTINGS_GET, {"tenant_id": tenant_id})
-        return TenantSettings(default_session_visibility=Visibility.parse(str(value)))
+            # One row always: the defaults when the tenant never set any.
+            row = await conn.one(_SETTINGS_GET, {"tenant_id": tenant_id})
+        return TenantSettings(
+            default_session_visibility=Visibility.parse(str(row.default_session_visibility)),
+            quota=_quota(row))
 
     async def set_tenant_settings(self, *, tenant_id: str, settings: TenantSettings) -> None:
+        q = settings.quota
         async with self._db.unscoped_tx() as conn:
             await conn.execute(_SETTINGS_SET, {
                 "tenant_id": tenant_id,
-                "default_session_visibility": settings.default_session_visibility.label})
+                "default_session_visibility": settings.default_session_visibility.label,
+                "quota_requests_per_s": q.requests_per_s,
+                "quota_requests_burst": q.requests_burst,
+                "quota_key_requests_per_s": q.key_requests_per_s,
+                "quota_turns_concurrent": q.turns_concurrent})
+
+
+def _quota(row: Row) -> QuotaOverride:
+    return QuotaOverride(requests_per_s=row.quota_requests_per_s,
+                         requests_burst=row.quota_requests_burst,
+                         key_requests_per_s=row.quota_key_requests_per_s,
+                         turns_concurrent=row.quota_turns_concurrent)

@@ -2,7 +2,8 @@
 
 Layout: ``{prefix}:t:{tenant}:{kind}:{id}:...`` — the tenant segment always comes second, so a
 key built for tenant A can never equal a key built for tenant B. A session's keys wrap
-``s:<session>`` in braces, a Redis Cluster hash tag (``session_key``).
+``s:<session>`` in braces, a Redis Cluster hash tag (``session_key``); a tenant's quota state
+wraps ``q:<tenant>`` (``quota_key``).
 
 Ids are opaque (``app.core.ids``: ``alice@acme.com``, ``agent:main:discord:channel:123``), so
 every id becomes a segment through ``segment`` (``escape_segment``): ``:`` cannot forge another
@@ -55,3 +56,10 @@ def tail_key(prefix: str, tenant_id: str, session_id: str) -> str:
 
 def replay_key(prefix: str, tenant_id: str, turn_id: str) -> str:
     return f"{namespace(prefix, tenant_id)}turn:{segment(turn_id, what='turn_id')}:replay"
+
+
+def quota_key(prefix: str, tenant_id: str, kind: str) -> str:
+    """``{namespace}{q:<tenant>}:{kind}`` — a tenant's quota state (``rate``, ``key:<id>:rate``,
+    ``turns``). One hash tag per tenant: a script may touch all of a tenant's quota keys on a
+    cluster, and tenants still spread over the slots."""
+    return f"{namespace(prefix, tenant_id)}{{q:{segment(tenant_id, what='tenant_id')}}}:{kind}"
