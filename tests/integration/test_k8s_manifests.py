@@ -142,6 +142,22 @@ def test_hpa_scales_the_deployment_on_cpu(docs: dict[str, list[Doc]]) -> None:
     assert pdb["spec"]["maxUnavailable"] >= 1 or pdb["spec"]["minAvailable"] < low
 
 
+def test_the_optional_shed_metric_in_the_docs_is_one_the_app_exports(
+        docs: dict[str, list[Doc]]) -> None:
+    from app.observability import Metrics
+
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    block = text.split("**Scaling on shed turns too**", 1)[1].split("```yaml\n", 1)[1]
+    (metric,) = yaml.safe_load(block.split("```", 1)[0])
+    hpa = _one(docs, "HorizontalPodAutoscaler")
+    assert metric["type"] == "Pods"
+    # Served by an adapter as a rate of the counter the app exports.
+    counter = metric["pods"]["metric"]["name"].removesuffix("_per_second")
+    exported = {m.name for m in Metrics().registry.collect()}
+    assert counter in exported, sorted(exported)
+    assert metric not in hpa["spec"]["metrics"]  # optional: not in the manifest
+
+
 def test_pdb_targets_the_deployment(docs: dict[str, list[Doc]]) -> None:
     pdb = _one(docs, "PodDisruptionBudget")
     assert ("maxUnavailable" in pdb["spec"]) != ("minAvailable" in pdb["spec"])
