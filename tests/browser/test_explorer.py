@@ -220,6 +220,7 @@ def test_explorer_in_chromium(world: World) -> None:
             page.wait_for_selector("#audit tr.audit")
             audit = page.inner_text("#audit")
             assert "permission.withheld" in audit and "bob-refund-notes" not in audit
+            assert "acl 1" in page.inner_text("#drops .withheld")
             shot("03-turn")
             # the turn, never the key, is in the URL: a reload reopens it, still signed in
             assert page.url.endswith(f"#turn={quote(world.turn1, safe='')}")

@@ -361,6 +361,7 @@ async function renderAudit(turnId) {
   try {
     const body = await api(`/v1/audit?turn_id=${seg(turnId)}&limit=1000`);
     const records = body.records || [];
+    withheld(records);
     box.replaceChildren(records.length === 0 ? el("p", { class: "muted" }, "no audit records for this turn")
       : table(["at", "kind", "principal", "ref", "rule", "detail"], records.map((r) =>
         el("tr", { class: "audit" }, el("td", {}, text(r.at)), el("td", {}, text(r.kind)),
@@ -368,6 +369,18 @@ async function renderAudit(turnId) {
           el("td", {}, text(r.rule)), el("td", {}, el("code", {}, text(r.detail)))))));
   } catch (err) {
     box.replaceChildren(problemView(err));
+  }
+}
+
+/** The stores apply permission inside their queries, so what they withheld is not in the
+ *  manifest's drops: the turn's audit holds it as counts per label (never refs). */
+function withheld(records) {
+  for (const r of records.filter((x) => x.kind === "permission.withheld")) {
+    const counts = Object.entries((r.detail && r.detail.counts) || {});
+    if (counts.length === 0) continue;
+    $("drops").append(el("p", { class: "withheld" },
+      "withheld by permission in the stores (audit log, counts per label): ",
+      counts.map(([label, n]) => `${label} ${text(n)}`).join(", ")));
   }
 }
 
