@@ -5,7 +5,7 @@ the current ``trace_id`` (null outside a request or trace), so any line — a wa
 traceback — can be tied to its access line and its trace. The access line itself
 (``app.api.access``) is one per request on the ``ctxgate.access`` logger.
 
-Format (``CTXGATE_LOG_FORMAT``): ``json`` (one object per line: time, level, logger,
+Format (``CTXGATE_LOG_FORMAT``): ``json`` (one object per line: time in UTC, level, logger,
 message, request_id, trace_id and the record's extra fields) or ``text``; level
 (``CTXGATE_LOG_LEVEL``): access lines are INFO. Nothing here logs bodies, query strings or
 content, and callers must not pass them as extra fields either.
@@ -89,15 +89,22 @@ class RequestFields(logging.Filter):
 
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
-JSON_FIELDS = ("asctime", "levelname", "name", "message")
-JSON_RENAMED = {"asctime": "time", "levelname": "level", "name": "logger"}
+JSON_FIELDS = ("levelname", "name", "message")
+JSON_RENAMED = {"levelname": "level", "name": "logger"}
+# Record attributes that are not fields: uvicorn's ANSI-coloured copy of each message, and
+# the asyncio task name Python 3.12 adds to every record.
+JSON_SKIPPED = ("color_message", "taskName")
 
 
 def formatter(fmt: LogFormat) -> logging.Formatter:
+    """``json``: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message`` and the
+    record's other fields; ``text``: one readable line with the request id."""
     if fmt == "json":
+        from pythonjsonlogger.core import RESERVED_ATTRS
         from pythonjsonlogger.json import JsonFormatter
 
-        return JsonFormatter(list(JSON_FIELDS), rename_fields=JSON_RENAMED,
+        return JsonFormatter(list(JSON_FIELDS), rename_fields=JSON_RENAMED, timestamp="time",
+                             reserved_attrs=[*RESERVED_ATTRS, *JSON_SKIPPED],
                              json_ensure_ascii=False)
     return logging.Formatter(TEXT_FORMAT)
 

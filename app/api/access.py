@@ -35,6 +35,9 @@ REQUEST_ID_HEADER = b"x-request-id"
 _TRACE_HEADERS = ("traceparent", "tracestate")
 _NO_TRACING = trace.NoOpTracer()
 _CONVERTER = re.compile(r"\{(\w+):\w+\}")
+# Probes and scrapes come every few seconds from each balancer and Prometheus: logged, never
+# traced (their store calls then have no parent and are not sampled either).
+UNTRACED = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 class RequestEnvelope:
@@ -70,7 +73,8 @@ class RequestEnvelope:
         token = bind_request(info)
         try:
             runtime = incoming_context(headers)
-            with _tracer(scope).start_as_current_span(
+            tracer = _NO_TRACING if scope["path"] in UNTRACED else _tracer(scope)
+            with tracer.start_as_current_span(
                     method, context=runtime, kind=SpanKind.SERVER, record_exception=False,
                     set_status_on_exception=False) as span:
                 own = span.get_span_context()

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from app.logs import RequestFields, formatter
+from app.main import Container, create_app
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import ingest, turn
 
@@ -145,3 +146,23 @@ async def test_no_body_query_string_or_content_reaches_the_logs(
     assert len(_access(log_lines)) >= 7
     assert CANARY not in text
     assert tenant in text  # the lines are there, with the tenant id
+
+
+async def test_a_500_has_its_request_id_in_the_header_the_problem_and_the_log(
+        container: Container, log_lines: io.StringIO) -> None:
+    app = create_app(container=container)
+
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    app.router.add_api_route("/v1/test-boom", boom)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        r = await c.get("/v1/test-boom", headers={"X-Request-ID": "req-500"})
+    assert r.status_code == 500
+    assert r.headers["x-request-id"] == "req-500" == r.json()["request_id"]
+    records = _records(log_lines)
+    (line,) = [x for x in records if x["logger"] == "ctxgate.access"]
+    assert line["status"] == 500 and line["route"] == "/v1/test-boom"
+    (error,) = [x for x in records if x["message"] == "unhandled error"]
+    assert error["request_id"] == "req-500" and "RuntimeError" in error["exc_info"]

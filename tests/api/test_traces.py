@@ -61,6 +61,7 @@ async def _traced_requests(settings: Settings, tenant: str
             malformed = await c.post(
                 "/v1/context", json=turn(turn_id="untraced", query=f"again {CANARY}"),
                 headers={**bearer(key), "traceparent": f"00-{CANARY}-zz-01"})
+            assert (await c.get("/readyz")).status_code == 200  # a probe: not traced
         return joined, malformed
     finally:
         await container.close()
@@ -114,7 +115,8 @@ async def test_a_turn_joins_the_runtime_trace_with_store_spans_and_no_content(
         assert "db.statement.parameters" not in s.attributes, s
         for value in s.attributes.values():
             assert CANARY not in str(value), (s.name, s.attributes)
-    # A background poll's store calls start no trace of their own.
+    # A probe, and a background poll's store calls, start no trace of their own.
+    assert not [s for s in spans if s.name.endswith("/readyz")]
     assert not [s for s in spans if s.kind == CLIENT and s.parent_span_id == ""]
 
 
