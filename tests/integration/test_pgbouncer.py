@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -46,6 +47,7 @@ pytestmark = pytest.mark.skipif(
 SETTING = Sql("SELECT current_setting('app.tenant_id', true) AS t, "
               "current_setting('jit') AS jit, :n::int AS n")
 LEASES = Sql("SELECT count(*) FROM leases")
+SLEEP = Sql("SELECT :n::int FROM pg_sleep(0.05)")
 
 
 @pytest.fixture
@@ -123,6 +125,26 @@ async def test_statements_and_tenants_interleave_on_shared_server_connections(
             assert jit == "off"
 
 
+async def test_a_turns_shared_reads_hold_one_server_connection(
+        pg_owner_url: str, own_db: str, uid: str) -> None:  # noqa: F811
+    """Extra read lanes open on idle *client* connections; behind PgBouncer each needs a
+    server connection the block's other lanes may be holding. With one server connection a
+    second lane would wait for it forever (PgBouncer's query_wait_timeout, then an error)."""
+    with pgbouncer(pg_owner_url, pool_size=1) as one:
+        url = f"postgresql+asyncpg://ctxgate_app@{one.address}/{make_url(own_db).database}"
+        db = await Database.open(url, pool_size=4, read_lanes=4, pgbouncer=True)
+        try:
+            async def read(n: int) -> int:
+                async with db.read_tx(f"t{uid}") as tx:
+                    return int(await tx.fetchval(SLEEP, {"n": n}))
+
+            await asyncio.gather(*(read(n) for n in range(4)))  # four idle client connections
+            async with asyncio.timeout(10), db.shared_reads(f"t{uid}"):
+                assert await asyncio.gather(*(read(n) for n in range(4))) == [0, 1, 2, 3]
+        finally:
+            await db.close()
+
+
 async def test_turn_erasure_retention_and_reembedding_through_pgbouncer(
         engines: tuple[App, App], own_db: str, uid: str,  # noqa: F811
         bouncer: Bouncer) -> None:
@@ -177,7 +199,6 @@ async def _key(app: App, tenant: str, role: str) -> str:
     return str((await _ok(r, 201))["api_key"])
 
 
-async def _ok(r: httpx.Response, status: int = 200) -> dict[str, object]:
+async def _ok(r: httpx.Response, status: int = 200) -> Any:
     assert r.status_code == status, f"{r.request.method} {r.request.url}: {r.text}"
-    body: dict[str, object] = r.json()
-    return body
+    return r.json()

@@ -39,7 +39,8 @@ would later be executed on another (PgBouncer < 1.21 tracks none). With no cache
 sends each statement's Parse with its Bind/Execute and one Sync, so even a statement outside
 a transaction (``connection()``) runs whole on one server connection. ``jit=off`` is set in
 every transaction instead of as a startup parameter, which PgBouncer refuses ("unsupported
-startup parameter") unless told to ignore it. docs/scaling.md.
+startup parameter") unless told to ignore it. A ``shared_reads`` block keeps to one
+connection there (``read_lanes`` is 1). docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -282,7 +283,10 @@ class Database:
             raise ValueError("read_lanes must be >= 1")
         self.pool = pool
         self._timeout = pool_timeout
-        self._lanes = read_lanes
+        # Behind PgBouncer one lane: an idle pooled connection there is no idle server
+        # connection, and blocks that each hold one while waiting for another deadlock once
+        # PgBouncer's pool is taken (seen with two server connections and four turns).
+        self._lanes = 1 if pgbouncer else read_lanes
         # Settings every transaction opens with: a server connection behind PgBouncer got
         # no startup parameters of ours.
         self._local: Mapping[str, str] = PER_SESSION if pgbouncer else NO_SETTINGS
