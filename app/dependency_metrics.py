@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 Probe = Callable[[], None]
-Classify = Callable[[BaseException], "tuple[str, str] | None"]  # (dependency, kind)
+Classify = Callable[[BaseException], tuple[str, str] | None]  # (dependency, kind)
 CACHES = ("detector", "embedding")
 BREAKER_STATES = ("open", "half_open")
 
