@@ -125,7 +125,9 @@ def logging_config(level: str, fmt: LogFormat) -> dict[str, Any]:
             "uvicorn": {"level": level.upper(), "handlers": [], "propagate": True},
             "uvicorn.error": {"level": level.upper(), "handlers": [], "propagate": True},
             "uvicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
-            # httpx logs every outgoing request's URL at INFO: its spans say as much.
+            # httpx logs every outgoing request's URL at INFO: its spans say as much; alembic
+            # lists its plugins at INFO whenever a worker checks the schema's revision.
             "httpx": {"level": "WARNING"},
+            "alembic.runtime.plugins": {"level": "WARNING"},
         },
     }

@@ -151,6 +151,8 @@ class Assembler:
             if cached is not None:
                 return self._replayed(cached, req_hash)
             with stage_span(self._tracer, "ctxgate.turn") as span:
+                # An id, not content: it leads from the trace to the turn's manifest.
+                span.set_attribute("ctxgate.turn_id", req.turn_id)
                 appended = (await self._append(scope, req, req_hash, append, parent_session_id)
                             if append else None)
                 body, assembly = await self._assemble(principal, scope, req, req_hash,

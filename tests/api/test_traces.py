@@ -92,6 +92,7 @@ async def test_a_turn_joins_the_runtime_trace_with_store_spans_and_no_content(
     assert _parent(turn_trace, "ctxgate.collect.session").name == "ctxgate.collect"
     assert _parent(turn_trace, "ctxgate.pipeline.budget").name == "ctxgate.pipeline"
     assert _parent(turn_trace, "ctxgate.turn") == server
+    assert by_name["ctxgate.turn"].attributes["ctxgate.turn_id"] == "traced"  # → its manifest
 
     def system(s: ReceivedSpan) -> object:
         return s.attributes.get("db.system", s.attributes.get("db.system.name"))
