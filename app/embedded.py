@@ -282,19 +282,22 @@ class EmbeddedPostgres:
             self._clear_stale()
         assert users is not None  # a blocking lock is always granted
         try:
-            server = self._open()
-            if alone and _shared_buffers_pages(server) != SHARED_BUFFERS_MB * 128:
-                # Takes effect at a restart only; ALTER SYSTEM keeps it for every later start.
-                server.psql(f"ALTER SYSTEM SET shared_buffers = '{SHARED_BUFFERS_MB}MB';")
-                self._shutdown(server)
+            # Signals held: a server started is a server recorded, which stop() then stops.
+            with signals_held():
                 server = self._open()
+                if alone and _shared_buffers_pages(server) != SHARED_BUFFERS_MB * 128:
+                    # Takes effect at a restart only; ALTER SYSTEM keeps it for every later
+                    # start.
+                    server.psql(f"ALTER SYSTEM SET shared_buffers = '{SHARED_BUFFERS_MB}MB';")
+                    self._shutdown(server)
+                    server = self._open()
+                if alone:  # others may join from now on (they waited for the restart above)
+                    fcntl.flock(users, fcntl.LOCK_SH)
+                self._server, self._users = server, users
+                atexit.register(self.stop)  # a process that exits without stop() leaves too
         except BaseException:
             users.close()
             raise
-        if alone:  # others may join from now on (they waited for the restart above)
-            fcntl.flock(users, fcntl.LOCK_SH)
-        self._server, self._users = server, users
-        atexit.register(self.stop)  # a process that exits without stop() still leaves
         uri = server.get_uri()  # postgresql://postgres:@/postgres?host=<socket dir>
         socket_dir = uri.split("host=", 1)[1]
         existing = server.psql(
@@ -351,13 +354,9 @@ class EmbeddedStores:
         self._owner = self._own()
         try:
             db = self.postgres.start()
-            try:
-                rd = self.redis.start()
-            except BaseException:
-                self.postgres.stop()
-                raise
-        except BaseException:
-            self._owner.close()
+            rd = self.redis.start()
+        except BaseException:  # a signal included: stop whatever did start
+            self.stop()
             raise
         log.info("embedded stores up under %s", self.data_dir)
         return EmbeddedUrls(database_url=db, redis_url=rd)

@@ -277,3 +277,20 @@ def test_stale_pid_files_of_dead_or_foreign_processes_do_not_block_a_start(
     finally:
         foreign.kill()
         foreign.wait(10)
+
+
+def test_sigterm_while_starting_stops_what_was_started(data_dir: Path) -> None:
+    starting = Serve(data_dir)
+    try:
+        redis_pid = data_dir / "redis" / "redis.pid"
+        deadline = time.monotonic() + START_S
+        while not redis_pid.exists():  # both stores up; migrating or loading the model now
+            assert starting.proc.poll() is None, starting.output()
+            assert time.monotonic() < deadline, starting.output()
+            time.sleep(0.05)
+        stores = store_pids(data_dir)
+        assert starting.stop() == 0, starting.output()
+    finally:
+        if starting.proc.poll() is None:
+            starting.proc.kill()
+    assert wait_gone(list(stores.values())) == []
