@@ -187,3 +187,24 @@ def test_promtool_checks_the_rules_and_the_dashboard_expressions(tmp_path: Path)
         done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
                               text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_dashboard_is_importable_and_shows_what_ops_asked_for() -> None:
+    board = json.loads(DASHBOARD.read_text())
+    assert {"title", "uid", "schemaVersion", "panels", "templating"} <= set(board)
+    (variable,) = board["templating"]["list"]
+    assert (variable["name"], variable["type"], variable["query"]) == (
+        "datasource", "datasource", "prometheus")
+    panels = board["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    for p in panels:
+        grid = p["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, p["title"]
+        if p["type"] != "row":
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert p["targets"] and p["description"], p["title"]
+    titles = " | ".join(p["title"].lower() for p in panels)
+    for asked in ("turn rate", "5xx", "turn latency", "stage timings", "drops by guard",
+                  "pool saturation", "cache hit ratio", "breaker", "prefix reuse", "noise",
+                  "dependency errors"):
+        assert asked in titles, asked
