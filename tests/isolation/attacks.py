@@ -253,6 +253,30 @@ def build_cases(p: Plant) -> list[Case]:
         add(named(manifest(bad, ops), f"manifests/get/turn-id/{label}", (307, 404, 405, 422)))
     odd("manifests/get/turn-id", lambda v: manifest(v, ops), (404,))
 
+    def explain(turn_id: str, ref: str, h: dict[str, str]) -> Case:
+        return Case("", "GET", f"/v1/manifests/{seg(turn_id)}/explain", h,
+                    params={"ref": ref})
+
+    # Explain re-evaluates a source outside the manifest: B's turns and B's sources must be
+    # as missing as ids that never existed, to every key of A.
+    for who, h in (("ops", ops), ("admin", adm)):
+        m = miss()
+        pair(f"explain/b-turn/{who}", explain(b_turn, "kb://doc-ok", h),
+             explain(m, "kb://doc-ok", h), b_turn, m, (404,))
+        for name in ("b_doc_all", "b_doc_acl", "b_doc_conf", "b_session", "b_task"):
+            scheme = {"b_session": "session", "b_task": "task"}.get(name, "kb")
+            m = miss()
+            pair(f"explain/b-source-{name}/{who}",
+                 explain(bob_turn, f"{scheme}://{ids[name]}", h),
+                 explain(bob_turn, f"{scheme}://{m}", h), ids[name], m, (404,))
+    m = miss()
+    pair("explain/bob-turn-by-alice-key", explain(bob_turn, "kb://doc-ok", rt),
+         explain(m, "kb://doc-ok", rt), bob_turn, m, (404,))
+    add(named(explain(bob_turn, f"kb://{ids['acl_doc']}", ops), "explain/bob-turn-g-doc",
+              (200,), allow=frozenset("UG")))
+    add(named(explain(bob_turn, "kb://doc-shared", ops), "explain/bob-turn-collided-doc",
+              (200,), allow=frozenset("UG")))
+
     def listing(h: dict[str, str], **params: Any) -> Case:
         return Case("", "GET", "/v1/manifests", h, params=params or None)
 
@@ -284,7 +308,10 @@ def build_cases(p: Plant) -> list[Case]:
 
     audit_cases: list[Case] = []
     for who, h in (("ops", ops), ("admin", adm)):
-        audit_cases.append(named(audit(h, limit=1000), f"audit/all/{who}", (200,)))
+        # A record names its turn: bob's turn id (a U canary), which these keys list anyway
+        # (manifests/list/all) — since every turn writes its permission counts.
+        audit_cases.append(named(audit(h, limit=1000), f"audit/all/{who}", (200,),
+                                 allow=frozenset("U")))
         for label, foreign in (("b-turn", b_turn), ("collided-turn", shared)):
             m = miss()
             foreign_case = named(audit(h, turn_id=foreign), f"audit/{label}/{who}", (200,))
@@ -459,7 +486,10 @@ def build_cases(p: Plant) -> list[Case]:
     add(turn("context/b-session-id-after-a-wrote", session_id=sb, task_id=tb_task,
              positives=("doc",)))
     add(turn("context/child-of-b-session", session_id=f"s-child-{p.uid}", positives=("doc",)))
-    cases += [replace(c, name=c.name + "/after-writes") for c in listing_cases + audit_cases]
+    # After A's own turns took B's turn ids, the audit answers A's records of them (each turn
+    # writes its permission counts): nothing left to compare with a missing id, only leaks.
+    cases += [replace(c, name=c.name + "/after-writes", twin=None)
+              for c in listing_cases + audit_cases]
 
     # --- 5. keys, schemes and roles on every endpoint -----------------------------------
     endpoints: list[tuple[str, str, str, Any]] = [
