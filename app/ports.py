@@ -517,7 +517,11 @@ class ErasureStore(Protocol):
     async def get(self, *, tenant_id: str, erasure_id: str) -> ErasureJob | None: ...
     async def open_jobs(self) -> list[tuple[str, str]]: ...
     def claim(self, *, tenant_id: str, erasure_id: str
-              ) -> AbstractAsyncContextManager[ErasureJob | None]: ...
+              ) -> AbstractAsyncContextManager[ErasureJob | None]:
+        """The job, marked running, held by this worker alone for the block; None when
+        another worker holds it or it is no longer open. A claim taken over meanwhile (this
+        worker stalled past its lease) interrupts the block with an error."""
+        ...
     async def plan(self, *, job: ErasureJob, tombstone: str) -> ErasureTarget: ...
     async def record(self, *, target: ErasureTarget, layer: str, count: LayerCount) -> None: ...
     async def postpone(self, *, job: ErasureJob, receipt: dict[str, Any]) -> None:
@@ -643,8 +647,10 @@ class EmbeddingStore(Protocol):
         """The embedder the most recently started worker recorded."""
         ...
     def exclusive(self) -> AbstractAsyncContextManager[bool]:
-        """Whether this worker holds the re-embedding lock (held for the block), across
-        workers; False at once when another holds it."""
+        """Whether this worker holds the re-embedding (for the block), across workers and
+        processes; False at once when another holds it. Should another take it over while
+        the block runs (this one stalled past its lease), the block is interrupted with an
+        error rather than run on beside it."""
         ...
     async def census(self, *, space: EmbeddingSpace) -> list[EmbeddingCount]:
         """Rows per table, tenant and provenance, across tenants."""
@@ -742,7 +748,8 @@ class RetentionStore(Protocol):
     async def prune(self, *, tenant_id: str, target: RetentionTarget, older_than_days: int,
                     max_rows: int) -> PruneBatch: ...
     def exclusive(self) -> AbstractAsyncContextManager[bool]:
-        """Held for a run: True when no other process's run holds it."""
+        """Held for a run: True when no other process's run holds it. A run that loses it
+        meanwhile (taken over after a stall) is interrupted with an error."""
         ...
 
 
