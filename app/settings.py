@@ -59,9 +59,9 @@ class Settings(BaseSettings):
     # quota-exceeded with Retry-After. A tenant's settings override each; 0: no limit. A
     # Redis that does not answer within quota_timeout_ms lets the request through (counted);
     # the wait includes a loaded worker's event-loop lag, so it stays well above that.
-    quota_requests_per_s: float = Field(default=200.0, ge=0)
+    quota_requests_per_s: float = Field(default=200.0, ge=0, allow_inf_nan=False)
     quota_requests_burst: int = Field(default=400, ge=1)
-    quota_key_requests_per_s: float = Field(default=0.0, ge=0)
+    quota_key_requests_per_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     quota_turns_concurrent: int = Field(default=4, ge=0)
     quota_lease_ttl_s: float = Field(default=60.0, gt=0)
     quota_timeout_ms: int = Field(default=1000, ge=1)

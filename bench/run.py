@@ -56,10 +56,16 @@ def _stores(cfg: Config) -> Iterator[tuple[str, str]]:
         yield urls
 
 
+# The benchmark measures the server, not a tenant's quota: its few tenants at c=32 would be
+# refused past the default cap on turns in flight (docs/quotas.md).
+NO_QUOTAS = {"CTXGATE_QUOTA_REQUESTS_PER_S": "0", "CTXGATE_QUOTA_TURNS_CONCURRENT": "0"}
+
+
 @contextlib.contextmanager
 def _server(owner_url: str, redis_url: str, redis_prefix: str, workers: int,
             extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
-    with local_server(owner_url, redis_url, redis_prefix, workers, extra_env) as server:
+    with local_server(owner_url, redis_url, redis_prefix, workers,
+                      {**NO_QUOTAS, **(extra_env or {})}) as server:
         yield server.base_url, server.pid
 
 

@@ -169,14 +169,14 @@ class TenantSettingsBody(Wire):
 
     # The tenant's quotas (docs/quotas.md); null: the server's CTXGATE_QUOTA_* default.
     quota_requests_per_s: float | None = Field(
-        None, ge=0, description="Requests per second the tenant's bucket refills with, "
-        "across every replica (0: no limit).")
+        None, ge=0, allow_inf_nan=False, description="Requests per second the tenant's "
+        "bucket refills with, across every replica (0: no limit).")
     quota_requests_burst: int | None = Field(
         None, ge=1, description="How many requests the tenant's bucket holds: a burst "
         "past the rate.")
     quota_key_requests_per_s: float | None = Field(
-        None, ge=0, description="Requests per second for each of the tenant's keys, inside "
-        "the tenant's rate (0: no per-key limit).")
+        None, ge=0, allow_inf_nan=False, description="Requests per second for each of the "
+        "tenant's keys, inside the tenant's rate (0: no per-key limit).")
     quota_turns_concurrent: int | None = Field(
         None, ge=0, description="Turns in flight at once for the tenant, across every "
         "replica; never more than a worker's database pool less one (0: no cap).")

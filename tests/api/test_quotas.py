@@ -82,6 +82,23 @@ async def test_a_tenants_settings_set_its_own_limits(
     assert r.status_code == 422  # a bucket holds at least one request
 
 
+async def test_a_key_past_its_own_rate_leaves_the_tenants_other_keys_served(
+        client: httpx.AsyncClient, make_key: KeyMaker, admin_headers: dict[str, str],
+        tenant: str) -> None:
+    r = await client.put(f"/v1/admin/tenants/{tenant}/settings", headers=admin_headers, json={
+        "quota_requests_per_s": 10, "quota_requests_burst": 10,
+        "quota_key_requests_per_s": 0.01})  # each key's bucket: 1 request (1 s worth)
+    assert r.status_code == 204, r.text
+    runaway, steady = await make_key(tenant), await make_key(tenant)
+    assert (await client.get("/v1/manifests", headers=bearer(runaway))).status_code == 200
+    refused = await client.get("/v1/manifests", headers=bearer(runaway))
+    assert refused.status_code == 429
+    assert refused.headers["RateLimit-Policy"] == '"key_rate";q=1;w=100'
+    served = await client.get("/v1/manifests", headers=bearer(steady))
+    assert served.status_code == 200
+    assert served.headers["RateLimit"].startswith('"tenant_rate";r=8;')  # the refusal took none
+
+
 async def test_with_redis_unreachable_requests_go_through_and_are_counted(
         client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
         container: Container) -> None:
