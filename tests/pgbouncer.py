@@ -61,7 +61,7 @@ max_client_conn = 500
 ; asyncpg sends none of these unless told; ctxgate's jit=off must not need one
 ignore_startup_parameters = extra_float_digits
 server_reset_query =
-query_wait_timeout = 30
+query_wait_timeout = {query_wait_timeout}
 logfile = {dir}/pgbouncer.log
 pidfile = {dir}/pgbouncer.pid
 """
@@ -74,9 +74,11 @@ class Bouncer:
 
 
 @contextlib.contextmanager
-def pgbouncer(owner_url: str, *, pool_size: int = 3) -> Iterator[Bouncer]:
+def pgbouncer(owner_url: str, *, pool_size: int = 3, query_wait_timeout: int = 30
+              ) -> Iterator[Bouncer]:
     """A PgBouncer (transaction pooling, ``pool_size`` server connections per database and
-    user) in front of ``owner_url``'s server, for the block."""
+    user, clients waiting at most ``query_wait_timeout`` s for one) in front of
+    ``owner_url``'s server, for the block."""
     binary = pgbouncer_binary()
     if binary is None:
         raise RuntimeError("pgbouncer is not installed")
@@ -86,7 +88,8 @@ def pgbouncer(owner_url: str, *, pool_size: int = 3) -> Iterator[Bouncer]:
     port = free_port()
     (work / "users.txt").write_text("".join(f'"{u}" ""\n' for u in USERS))
     (work / "pgbouncer.ini").write_text(CONFIG.format(
-        socket_dir=socket_dir, pg_port=pg_port, port=port, dir=work, pool_size=pool_size))
+        socket_dir=socket_dir, pg_port=pg_port, port=port, dir=work, pool_size=pool_size,
+        query_wait_timeout=query_wait_timeout))
     as_root = os.getuid() == 0
     if as_root:  # it reads and writes its directory as the server's user
         for path in (work, *work.iterdir()):

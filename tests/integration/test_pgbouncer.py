@@ -22,6 +22,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
+from app.adapters.faults import dependency_of
 from app.adapters.postgres.db import Database, Sql
 from app.adapters.postgres.migrate import check_serving
 from app.settings import Settings
@@ -143,6 +144,26 @@ async def test_a_turns_shared_reads_hold_one_server_connection(
                 assert await asyncio.gather(*(read(n) for n in range(4))) == [0, 1, 2, 3]
         finally:
             await db.close()
+
+
+async def test_a_taken_pgbouncer_pool_is_a_postgres_fault(
+        pg_owner_url: str, own_db: str) -> None:  # noqa: F811
+    """A client PgBouncer cannot serve within query_wait_timeout gets an error the one
+    classification calls a PostgreSQL fault: a 503 with Retry-After, not a 500."""
+    with pgbouncer(pg_owner_url, pool_size=1, query_wait_timeout=1) as one:
+        url = f"postgresql+asyncpg://ctxgate_app@{one.address}/{make_url(own_db).database}"
+        holder = await Database.open(url, pool_size=1, pgbouncer=True)
+        waiter = await Database.open(url, pool_size=1, pgbouncer=True)
+        try:
+            async with holder.unscoped_tx():  # the only server connection, held
+                with pytest.raises(Exception) as caught:  # noqa: PT011 - classified below
+                    async with waiter.unscoped_tx() as tx:
+                        await tx.fetchval(SLEEP, {"n": 0})
+            assert "query_wait_timeout" in str(caught.value)
+            assert dependency_of(caught.value) == "postgres"
+        finally:
+            await waiter.close()
+            await holder.close()
 
 
 async def test_turn_erasure_retention_and_reembedding_through_pgbouncer(
