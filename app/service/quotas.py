@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
 from app.core.errors import QuotaExceeded
@@ -40,21 +40,15 @@ _WHAT = {Limit.TENANT_RATE: "the tenant's request rate",
          Limit.TURNS: "the tenant's turns in flight"}
 
 
-def _new_lease() -> str:
-    return uuid.uuid4().hex
-
-
 class Quotas:
     def __init__(self, limiter: RateLimiter, *, defaults: QuotaLimits, pool_size: int,
-                 lease_ttl_s: float, timeout_s: float, metrics: Metrics,
-                 new_lease: Callable[[], str] = _new_lease) -> None:
+                 lease_ttl_s: float, timeout_s: float, metrics: Metrics) -> None:
         self._limiter = limiter
         self._defaults = defaults
         self._pool_size = pool_size
         self._lease_ttl_s = lease_ttl_s
         self._timeout_s = timeout_s
         self._metrics = metrics
-        self._new_lease = new_lease
 
     def limits(self, principal: Principal) -> QuotaLimits:
         """The limits in force for the principal's tenant."""
@@ -74,7 +68,7 @@ class Quotas:
         if cap <= 0:
             yield
             return
-        lease_id, tenant_id = self._new_lease(), principal.tenant_id
+        lease_id, tenant_id = uuid.uuid4().hex, principal.tenant_id
         self._checked(await self._ask(self._limiter.lease(
             tenant_id=tenant_id, lease_id=lease_id, cap=cap, ttl_s=self._lease_ttl_s)))
         try:

@@ -79,6 +79,14 @@ async def test_a_key_is_limited_inside_its_tenant_and_a_refusal_takes_nothing(
     assert other_key.remaining >= 8  # the refused request took no tenant token
 
 
+async def test_a_key_rate_alone_is_its_own_bucket(limiter: RedisRateLimiter) -> None:
+    lim = limits(rate=0, burst=1, key_rate=2)  # no tenant rate: a key's bucket holds 2
+    taken = [await limiter.take(tenant_id="acme", key_id="k1", limits=lim) for _ in range(3)]
+    assert [d.allowed for d in taken] == [True, True, False]
+    assert taken[0].limit is Limit.KEY_RATE and taken[0].quota == 2
+    assert taken[0].window_s == pytest.approx(1.0)
+
+
 async def test_concurrent_takes_never_overdraw(limiter: RedisRateLimiter) -> None:
     lim = limits(rate=0.01, burst=5)
     answers = await asyncio.gather(*(
