@@ -285,7 +285,7 @@ class Container:
             reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
             compactions=compaction_svc, constraints=constraint_svc, states=states,
-            withheld=explained)
+            withheld=explained, audit=PgAuditLog(db))
         estore = PgErasureStore(db)
         knowledge_svc = KnowledgeService(kstore, embedder, count, scan)
         ingest_svc = IngestService(
@@ -351,6 +351,7 @@ class Container:
         await self.ingest_worker.stop()
         await self.ingest.aclose()
         await self.compactions.aclose()  # background jobs first: they use the stores
+        await self.assembler.aclose()
         await self.recall.aclose()
         await self.reembedder.aclose()
         if self.model is not None:

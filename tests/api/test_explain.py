@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
@@ -133,12 +134,23 @@ async def test_a_source_never_retrieved_gets_its_rank(client: httpx.AsyncClient,
     assert "fts" not in r["detail"]["ranks"]  # no query word: only meaning ranks it
 
 
+async def counts_of(c: httpx.AsyncClient, ops: str, turn_id: str
+                    ) -> tuple[httpx.Response, list[dict[str, Any]]]:
+    """The turn's permission counts, written just after the turn (off its response path)."""
+    for _ in range(100):
+        r = await c.get("/v1/audit", params={"turn_id": turn_id}, headers=bearer(ops))
+        assert r.status_code == 200, r.text
+        counts = [x for x in r.json()["records"] if x["kind"] == "permission.withheld"]
+        if counts:
+            return r, counts
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no permission counts for {turn_id}")
+
+
 async def test_permission_counts_reach_the_audit_log_without_refs(
         client: httpx.AsyncClient, keys: dict[str, str]) -> None:
     await assembled(client, keys["rt"], "turn-f")
-    r = await client.get("/v1/audit", params={"turn_id": "turn-f"}, headers=bearer(keys["ops"]))
-    assert r.status_code == 200, r.text
-    counts = [x for x in r.json()["records"] if x["kind"] == "permission.withheld"]
+    r, counts = await counts_of(client, keys["ops"], "turn-f")
     assert len(counts) == 1
     assert counts[0]["ref"] is None
     assert counts[0]["detail"]["counts"] == {"acl": 1}
