@@ -9,8 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
+from app.adapters.postgres.db import Sql
+from app.main import Container
 from tests.api.conftest import KeyMaker, bearer
-from tests.api.seed import ingest, turn
+from tests.api.seed import checkpoint, ingest, session, turn
 
 QUERY = "why does the refund call time out?"
 LONG = "The refund call can time out when the payment gateway is slow to answer. " * 20
@@ -155,3 +157,41 @@ async def test_permission_counts_reach_the_audit_log_without_refs(
     assert counts[0]["ref"] is None
     assert counts[0]["detail"]["counts"] == {"acl": 1}
     assert "bobs" not in r.text and "theirs" not in r.text
+
+
+async def test_sessions_tasks_and_memories_are_checked_for_their_owner(
+        client: httpx.AsyncClient, keys: dict[str, str]) -> None:
+    rt, ops = keys["rt"], keys["ops"]
+    await session(client, rt, "s-alice", user="alice")
+    await session(client, rt, "s-bob", user="bob")
+    await checkpoint(client, rt, "task-bob", user="bob")
+    bob_memory = await client.post("/v1/memories", headers=bearer(rt), json={
+        "statement": "Bob prefers refunds to the original card", "origin": "user_stated",
+        "scope": {"level": "user", "user_id": "bob"}, "source_session": "s-bob",
+        "owner": "bob"})
+    assert bob_memory.status_code == 201, bob_memory.text
+    memory_id = bob_memory.json()["memory"]["memory_id"]
+    await assembled(client, rt, "turn-g", session_id="s-alice")
+
+    for ref in ("session://s-bob", "session://s-bob/events/1", "task://task-bob",
+                f"mem://{memory_id}@v1"):
+        r = (await explain(client, ops, "turn-g", ref)).json()
+        assert (r["stage"], r["detail"].get("label")) == ("permission", "owner"), (ref, r)
+    own = (await explain(client, ops, "turn-g", "session://s-alice/events/99")).json()
+    assert own["outcome"] in ("included", "not_a_candidate"), own
+    for missing in ("session://s-none", "task://task-none", "mem://m-none@v1"):
+        assert (await explain(client, ops, "turn-g", missing)).status_code == 404
+
+
+async def test_a_turn_without_its_record_answers_from_its_manifest_only(
+        client: httpx.AsyncClient, keys: dict[str, str], container: Container,
+        tenant: str) -> None:
+    await assembled(client, keys["rt"], "turn-h")
+    async with container.db.tenant_tx(tenant) as conn:  # what erasure leaves of a turn
+        await conn.execute(Sql("UPDATE manifests SET recorded = NULL "
+                               "WHERE tenant_id = :t AND turn_id = 'turn-h'"), {"t": tenant})
+    cited = await explain(client, keys["ops"], "turn-h", "kb://answer")
+    assert cited.status_code == 200 and cited.json()["outcome"] == "included"
+    other = await explain(client, keys["ops"], "turn-h", "kb://bobs")
+    assert other.status_code == 409
+    assert other.json()["type"] == "not-explainable"
