@@ -28,7 +28,7 @@ from typing import Any
 from app.core import explain as core
 from app.core.errors import ForbiddenScope, InvalidRequest, NotExplainable, NotFound
 from app.core.model import DropLayer, Principal, Role, Scope
-from app.core.refs import parse_ref
+from app.core.refs import event_seq, parse_ref
 from app.core.retrieval import knowledge_candidates, pinned_candidates
 from app.ports import Embedder, KnowledgeQuery, MemoryStore, SessionArchive, TaskStore
 from app.ports_explain import KnowledgeProbe, RecordedTurn, SourceKey, TurnRecords
@@ -159,7 +159,8 @@ class ExplainService:
     async def _session(self, scope: Scope, turn: RecordedTurn, session_id: str, ref: str,
                        now: datetime) -> core.Explanation:
         info = await self._sessions.info(tenant_id=scope.tenant_id, session_id=session_id)
-        if info is None:
+        seq = event_seq(ref)
+        if info is None or (seq is not None and not 0 < seq <= info.last_seq):
             raise NotFound(f"no source {ref!r}")
         denied = core.permission(scope, [core.owned_source(ref, scope.tenant_id, info.user_id)],
                                  now)

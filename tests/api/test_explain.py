@@ -177,9 +177,10 @@ async def test_sessions_tasks_and_memories_are_checked_for_their_owner(
                 f"mem://{memory_id}@v1"):
         r = (await explain(client, ops, "turn-g", ref)).json()
         assert (r["stage"], r["detail"].get("label")) == ("permission", "owner"), (ref, r)
-    own = (await explain(client, ops, "turn-g", "session://s-alice/events/99")).json()
-    assert own["outcome"] in ("included", "not_a_candidate"), own
-    for missing in ("session://s-none", "task://task-none", "mem://m-none@v1"):
+    own = (await explain(client, ops, "turn-g", "session://s-alice/events/1")).json()
+    assert own["outcome"] == "included", own
+    for missing in ("session://s-none", "session://s-alice/events/99", "task://task-none",
+                    "mem://m-none@v1"):
         assert (await explain(client, ops, "turn-g", missing)).status_code == 404
 
 
