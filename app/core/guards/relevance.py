@@ -74,15 +74,21 @@ def rrf(scores: Iterable[tuple[str, int]], rrf_k: int) -> float:
     return sum(1.0 / (rrf_k + rank) for rank in best.values())
 
 
-def _scored(c: Candidate, rrf_k: int, fused: tuple[tuple[str, int], ...]) -> Candidate:
-    """``c`` with the score of its ``fused`` ranks (its own, or across layers)."""
+def _scored(c: Candidate, rrf_k: int, fused: tuple[tuple[str, int], ...],
+            judged: tuple[float, bool] | None) -> Candidate:
+    """``c`` with the score of its ``fused`` ranks (its own, or across layers) and, when the
+    floor ``judged`` it, its ``(relevance, weak)``: one copy of the candidate for both (a
+    copy of a ~25-field frozen dataclass is the guard's dearest step at 100+ candidates)."""
     score = rrf(fused, rrf_k)
     ranks = ", ".join(f"{ranker}#{rank}" for ranker, rank in c.scores)
     moved = [f"{ranker}#{rank}" for ranker, rank in fused if (ranker, rank) not in c.scores]
     reason = f"rrf {score:.4f} ({ranks}" + (
         f"; across layers {', '.join(moved)})" if moved else ")")
-    return dataclasses.replace(c, score=score,
-                               reason=f"{c.reason}; {reason}" if c.reason else reason)
+    reason = f"{c.reason}; {reason}" if c.reason else reason
+    if judged is None:
+        return dataclasses.replace(c, score=score, reason=reason)
+    return dataclasses.replace(c, score=score, reason=reason, relevance=judged[0],
+                               weak=judged[1])
 
 
 def across_layers(candidates: Sequence[Candidate], lexical: Mapping[str, float]
@@ -126,10 +132,10 @@ def across_layers(candidates: Sequence[Candidate], lexical: Mapping[str, float]
     return {ref: tuple(sorted(ranks.items())) for ref, ranks in out.items()}
 
 
-def _drop(c: Candidate, rule: str, reason: str, *, floor: float | None = None) -> Drop:
+def _drop(c: Candidate, rule: str, reason: str, *, score: float | None = None,
+          floor: float | None = None) -> Drop:
     return Drop(ref=c.ref, kind=c.kind, layer=DropLayer.RELEVANCE,
-                type=f"dropped.relevance.{rule}", reason=reason,
-                score=None if floor is None else c.relevance, floor=floor)
+                type=f"dropped.relevance.{rule}", reason=reason, score=score, floor=floor)
 
 
 def rescaled(similarity: float | None, baseline: float) -> float:
@@ -139,13 +145,14 @@ def rescaled(similarity: float | None, baseline: float) -> float:
     return min(1.0, max(0.0, (similarity - baseline) / (1.0 - baseline)))
 
 
-def judge(c: Candidate, lexical: float, *, floor: float, baseline: float) -> Candidate:
-    """``c`` with its ``relevance`` and ``weak`` (see the module contract); ``lexical``: the
-    share of the query's terms it holds (``fts.coverage``)."""
+def judge(c: Candidate, lexical: float, *, floor: float, baseline: float
+          ) -> tuple[float, bool]:
+    """``c``'s ``(relevance, weak)`` (see the module contract); ``lexical``: the share of the
+    query's terms it holds (``fts.coverage``)."""
     semantic = rescaled(c.similarity, baseline)
     relevance = max(lexical, semantic)
     weak = relevance < floor + NOISE_MARGIN or (lexical == 0.0 and semantic < NOISE_SIMILARITY)
-    return dataclasses.replace(c, relevance=relevance, weak=weak)
+    return relevance, weak
 
 
 def noise(segments: Iterable[Segment]) -> dict[str, float | int]:
@@ -171,16 +178,18 @@ def relevance_guard(
     coverage = fts.coverage_of(fts.query_terms(query))
     merged = merge_by_ref(candidates)
     lexical = {c.ref: coverage(c.content) for c in merged if c.scores and c.layer in FLOORED}
-    out = [judge(c, lexical[c.ref], floor=floor, baseline=similarity_baseline)
-           if c.ref in lexical else c for c in merged]
+    judged = {c.ref: judge(c, lexical[c.ref], floor=floor, baseline=similarity_baseline)
+              for c in merged if c.ref in lexical}
     dropped: list[Drop] = []
     over: set[str] = set()
-    ranked = sorted((c for c in out if c.scores), key=lambda c: (-rrf(c.scores, rrf_k), c.ref))
+    ranked = sorted((c for c in merged if c.scores),
+                    key=lambda c: (-rrf(c.scores, rrf_k), c.ref))
     taken: dict[Layer, int] = {}
     for c in ranked:
-        if c.relevance is not None and c.relevance < floor:
-            dropped.append(_drop(c, "below_floor",
-                                 f"relevance {c.relevance:.4f} < floor {floor}", floor=floor))
+        relevance = judged[c.ref][0] if c.ref in judged else None
+        if relevance is not None and relevance < floor:
+            dropped.append(_drop(c, "below_floor", f"relevance {relevance:.4f} < floor {floor}",
+                                 score=relevance, floor=floor))
             over.add(c.ref)
             continue
         limit = limits.get(c.layer)
@@ -189,8 +198,9 @@ def relevance_guard(
             over.add(c.ref)
             continue
         taken[c.layer] = taken.get(c.layer, 0) + 1
-    kept = [c for c in out if c.ref not in over]
+    kept = [c for c in merged if c.ref not in over]
     # Across layers only what survived competes: a dropped chunk takes no event's place.
     fused = across_layers([c for c in kept if c.ref in lexical], lexical)
-    return [_scored(c, rrf_k, fused.get(c.ref, c.scores)) if c.scores
-            else dataclasses.replace(c, score=0.0) for c in kept], dropped
+    return [_scored(c, rrf_k, fused.get(c.ref, c.scores), judged.get(c.ref)) if c.scores
+            else c if c.score == 0.0 else dataclasses.replace(c, score=0.0)
+            for c in kept], dropped
