@@ -46,6 +46,7 @@ from app.adapters.redis.client import open_redis
 from app.adapters.redis.keys import tail_key
 from app.adapters.redis.pins import RedisPinSnapshots
 from app.core import fts
+from app.core.explain import RECORD_VERSION
 from app.core.model import DataLevel
 from app.ports import KnowledgeQuery, MemoryQuery
 from app.service.detector_cache import fingerprint
@@ -134,6 +135,11 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
             "tenant_id": t.tenant_id, "turn_id": turn_id, "key_id": "bench-floor",
             "session_id": t.session_id, "task_id": t.task_id, "user_id": t.user_id,
             "request_sha256": "0" * 64, "body": body, "created_at": None, "replay": None,
+            # what a turn keeps beside its manifest for explain (``record_scope``)
+            "recorded": dumps({"v": RECORD_VERSION, "groups": list(t.groups), "domain": t.domain,
+                               "data_level": "internal", "session_visibility": "self",
+                               "purpose": None, "query": t.query,
+                               "query_vector": "client"}),
             **record_params([])})
 
 
