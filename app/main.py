@@ -79,6 +79,7 @@ from app.ops_ui import explorer
 from app.ports import AuditLog, Embedder, ManifestStore
 from app.service.admission import Admission
 from app.service.assemble import Assembler
+from app.service.bundle_release import BundleReleases
 from app.service.bundles import BundleService
 from app.service.compaction import CompactionService, LocalSummarizer
 from app.service.constraints import ConstraintService
@@ -172,6 +173,7 @@ class Container:
     tasks: TaskService
     knowledge: KnowledgeService
     bundles: BundleService
+    bundle_releases: BundleReleases
     memories: MemoryService
     manifests: ManifestStore
     audit: AuditLog
@@ -244,7 +246,7 @@ class Container:
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,
                                    revoked_policy=settings.bundle_revoked_policy,
-                                   audit=PgAuditLog(db), injection=INJECTION_DETECTORS)
+                                   injection=INJECTION_DETECTORS)
         kstore = PgKnowledgeStore(db, tokenizer=settings.tokenizer, detectors=fingerprint(),
                                   space=space)
         mstore = PgManifestStore(db)
@@ -312,6 +314,8 @@ class Container:
             tracing=tracing,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
             knowledge=knowledge_svc, bundles=bundle_svc,
+            bundle_releases=BundleReleases(PgBundleStore(db), settings=PgKeyStore(db),
+                                           audit=PgAuditLog(db)),
             memories=memory_svc,
             manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,

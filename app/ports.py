@@ -34,6 +34,7 @@ from app.core.model import (
 from app.core.paging import Position
 from app.core.quotas import QuotaDecision, QuotaLimits, QuotaOverride
 from app.core.registry import Binding, BundleRevision, Channel
+from app.core.release_gate import Evaluation, GateRecord, ReleaseGate, Review
 from app.core.session_state import SessionState
 
 Vector = Sequence[float]
@@ -71,6 +72,7 @@ class TenantSettings:
 
     default_session_visibility: Visibility = Visibility.TREE
     quota: QuotaOverride = field(default_factory=QuotaOverride)  # None fields: the server's
+    bundle_release_gate: ReleaseGate = "lint"  # what promote requires (core.release_gate)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -700,6 +702,18 @@ class BundleStore(Protocol):
                             ) -> tuple[Binding | None, bool, Channel | None]: ...
     async def bind(self, *, tenant_id: str, session_id: str, binding: Binding,
                    replace: bool) -> Binding: ...
+    async def review(self, *, tenant_id: str, bundle_id: str, revision: str,
+                     review: Review) -> Review: ...
+    async def evaluate(self, *, tenant_id: str, bundle_id: str, revision: str,
+                       evaluation: Evaluation) -> Evaluation: ...
+    async def gate_record(self, *, tenant_id: str, bundle_id: str, revision: str
+                          ) -> GateRecord: ...
+
+
+class TenantSettingsSource(Protocol):
+    """A tenant's settings as its admin set them (the defaults when never set)."""
+
+    async def tenant_settings(self, *, tenant_id: str) -> TenantSettings: ...
 
 
 # Summarizer failures: the model could not produce a usable summary; ``reason`` (a metric

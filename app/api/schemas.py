@@ -44,6 +44,7 @@ from app.core.model import (
 )
 from app.core.quotas import QuotaOverride
 from app.core.registry import BundleFile, BundleRevision
+from app.core.release_gate import Evaluation, ReleaseGate, Review
 from app.core.retrieval import POOL_MAX
 from app.ports import ClientChunk, DocumentInfo, IngestJob, NewDocument, NewEvent, TenantSettings
 
@@ -180,6 +181,12 @@ class TenantSettingsBody(Wire):
     quota_turns_concurrent: int | None = Field(
         None, ge=0, description="Turns in flight at once for the tenant, across every "
         "replica; never more than a worker's database pool less one (0: no cap).")
+    bundle_release_gate: ReleaseGate = Field(
+        "lint", description="What promoting a bundle revision requires (docs/bundles.md). "
+        "'lint': no blocking lint finding — the default, because a single developer's "
+        "runtime setup pushes and promotes from a hook with one key. 'full': that, an "
+        "approval by another admin or ops key than the registering one, and a passing "
+        "evaluation against the live revision — what production tenants should use.")
 
     def to_domain(self) -> TenantSettings:
         return TenantSettings(
@@ -188,7 +195,8 @@ class TenantSettingsBody(Wire):
                 requests_per_s=self.quota_requests_per_s,
                 requests_burst=self.quota_requests_burst,
                 key_requests_per_s=self.quota_key_requests_per_s,
-                turns_concurrent=self.quota_turns_concurrent))
+                turns_concurrent=self.quota_turns_concurrent),
+            bundle_release_gate=self.bundle_release_gate)
 
     @classmethod
     def of(cls, settings: TenantSettings) -> TenantSettingsBody:
@@ -197,7 +205,8 @@ class TenantSettingsBody(Wire):
                    quota_requests_per_s=q.requests_per_s,
                    quota_requests_burst=q.requests_burst,
                    quota_key_requests_per_s=q.key_requests_per_s,
-                   quota_turns_concurrent=q.turns_concurrent)
+                   quota_turns_concurrent=q.turns_concurrent,
+                   bundle_release_gate=settings.bundle_release_gate)
 
 
 class KeyCreated(BaseModel):
@@ -679,10 +688,16 @@ class WorkspaceIn(Wire):
         description="repo-relative paths the runtime has read or is editing this turn; "
                     "Claude Code's path-scoped .claude/rules (paths: globs) load when one "
                     "matches")
+    revision: Id | None = Field(
+        default=None, description="serve this revision instead of the session's (e.g. an "
+        "evaluation comparing two): only the channel's stable or canary revision, or its "
+        "shadow when this turn is in the shadow cohort (403 otherwise); the session is not "
+        "bound to it")
 
     def to_domain(self) -> Workspace:
         return Workspace(bundle_id=self.bundle_id, cwd=self.cwd,
-                         session_type=self.session_type, files=tuple(self.files))
+                         session_type=self.session_type, files=tuple(self.files),
+                         revision=self.revision)
 
 
 class BundleFileIn(Wire):
@@ -730,7 +745,65 @@ class BundleRevisionOut(BaseModel):
     approval: dict[str, Any]
     compatibility: dict[str, Any]
     lint: list[dict[str, Any]]
+    registered_by: str | None = Field(
+        None, description="the key that registered it (null: registered before this was "
+                          "recorded); it may not review the revision")
     files: list[dict[str, Any]] | None = None
+    review: ReviewOut | None = Field(None, description="the newest review (revision GET)")
+    evaluations: list[EvaluationOut] | None = Field(
+        None, description="every evaluation recorded, oldest first (revision GET)")
+
+
+class ReviewIn(Wire):
+    note: ShortText | None = Field(default=None, examples=["ENG-4821 reviewed with secops"])
+
+
+class ReviewOut(BaseModel):
+    decision: Literal["approved", "rejected"]
+    reviewer: str
+    note: str | None
+    at: str | None
+
+    @classmethod
+    def of(cls, r: Review) -> ReviewOut:
+        return cls(decision=r.decision, reviewer=r.reviewer, note=r.note, at=r.at)
+
+
+class EvaluationIn(Wire):
+    """A suite's result for a revision, e.g. from ``ctxgate eval compare``'s report."""
+
+    suite: Annotated[str, Field(min_length=1, max_length=200), NulFree]
+    suite_version: Annotated[str, Field(min_length=1, max_length=200), NulFree]
+    passed: bool
+    metrics: dict[Annotated[str, Field(max_length=100)], float | None] = Field(
+        default_factory=dict, max_length=64)
+    against_revision: Id | None = Field(
+        default=None, description="the revision it was compared with (the gate looks for "
+                                  "the live one); null: run alone")
+    report_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+    def to_domain(self, recorded_by: str) -> Evaluation:
+        return Evaluation(suite=self.suite, suite_version=self.suite_version,
+                          passed=self.passed, metrics=self.metrics,
+                          against_revision=self.against_revision,
+                          report_sha256=self.report_sha256, recorded_by=recorded_by)
+
+
+class EvaluationOut(BaseModel):
+    suite: str
+    suite_version: str
+    passed: bool
+    metrics: dict[str, float | None]
+    against_revision: str | None
+    report_sha256: str
+    recorded_by: str
+    at: str | None
+
+    @classmethod
+    def of(cls, e: Evaluation) -> EvaluationOut:
+        return cls(suite=e.suite, suite_version=e.suite_version, passed=e.passed,
+                   metrics=dict(e.metrics), against_revision=e.against_revision,
+                   report_sha256=e.report_sha256, recorded_by=e.recorded_by, at=e.at)
 
 
 class ChannelOut(BaseModel):
@@ -738,6 +811,9 @@ class ChannelOut(BaseModel):
     canary: str | None
     canary_share: float
     canary_agents: list[str]
+    shadow: str | None = None
+    shadow_share: float = 0.0
+    shadow_agents: list[str] = Field(default_factory=list)
 
 
 class BundleOut(BaseModel):
@@ -757,11 +833,21 @@ class PromoteIn(Wire):
         default=None, description="a canary cohort; omit for a full rollout")
     override_reason: ShortText | None = Field(
         default=None, min_length=1,
-        description="promote despite blocking lint findings (injection, remote scripts, "
-                    "approval waivers, secrets); written to the audit log as "
+        description="promote despite what the tenant's bundle_release_gate requires and "
+                    "the revision lacks: blocking lint findings (injection, remote scripts, "
+                    "approval waivers, secrets), an approval, a passing evaluation against "
+                    "the live revision; written to the audit log as "
                     "bundle.promote_override. Without it such a revision is refused with 409 "
-                    "bundle-lint-blocked.",
+                    "bundle-lint-blocked, bundle-not-approved, bundle-eval-missing or "
+                    "bundle-eval-failed.",
         examples=["ENG-4821: the curl line installs our own signed CLI; reviewed by secops"])
+
+
+class ShadowIn(Wire):
+    revision: Id | None = Field(
+        description="resolved beside the served revision on the cohort's turns and recorded "
+                    "in their manifests, never served; null ends the shadow")
+    cohort: CohortIn = Field(default_factory=CohortIn)
 
 
 class RevokeIn(Wire):

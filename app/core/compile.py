@@ -11,7 +11,8 @@ Contract: ``compile_envelope(candidates, count_tokens=...)`` returns the ``Envel
 * ``stable_prefix_sha256`` = sha256 of the canonical JSON ``[[ref, content], ...]`` of the
   stable segments in their canonical (ref) order: the same stable inputs give the same hash
   whatever order they arrived in and whatever the session or dynamic content is, which is what
-  lets a provider's prompt cache hit.
+  lets a provider's prompt cache hit. ``stable_prefix_with`` is the same hash with one
+  instruction segment in place of another (a shadow bundle revision's), no envelope compiled.
 * ``system``, ``messages``, ``cache_breakpoint`` — the segments rendered for ``render`` (the
   request's model API), see ``app.core.render``.
 """
@@ -54,14 +55,30 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def stable_prefix_sha256(segments: Sequence[Segment]) -> str:
-    stable = sorted(
-        (s for s in segments if s.candidate.section is Section.STABLE),
-        key=lambda s: order_key(s.candidate),
-    )
-    canonical = json.dumps([[s.candidate.ref, s.content] for s in stable],
+def _prefix(stable: Iterable[tuple[_Key, str, str]]) -> str:
+    """(order key, ref, content) of the stable segments -> the canonical hash."""
+    canonical = json.dumps([[ref, content] for _, ref, content in sorted(stable)],
                            ensure_ascii=False, separators=(",", ":"))
     return sha256_hex(canonical)
+
+
+def _stable(segments: Sequence[Segment]) -> list[tuple[_Key, str, str]]:
+    return [(order_key(s.candidate), s.candidate.ref, s.content) for s in segments
+            if s.candidate.section is Section.STABLE]
+
+
+def stable_prefix_sha256(segments: Sequence[Segment]) -> str:
+    return _prefix(_stable(segments))
+
+
+def stable_prefix_with(segments: Sequence[Segment], *, instead_of: str, ref: str,
+                       content: str) -> str:
+    """The stable prefix hash with instruction ``ref`` (its ``content``; none when blank) in
+    place of the segment ``instead_of``: what serving another revision would hash to."""
+    kept = [s for s in _stable(segments) if s[1] != instead_of]
+    added = ([((SECTION_ORDER.index(Section.STABLE), 0, 0.0, 0, ref), ref, content)]
+             if content.strip() else [])
+    return _prefix(kept + added)
 
 
 def compile_envelope(

@@ -167,6 +167,9 @@ class Workspace:
     cwd: str = ""
     session_type: str = "main"  # main | subagent | group | cron
     files: tuple[str, ...] = ()  # repo-relative files in play (path-scoped rules match them)
+    # A revision the turn pins instead of the session's (an evaluation comparing revisions):
+    # only one the channel serves or shadows for the turn's cohort; the session is not bound.
+    revision: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

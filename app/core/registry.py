@@ -6,7 +6,10 @@ Contract:
 - ``pick_revision(channel, session_id, agent_id)`` says which revision a *new* session gets:
   the canary for named agents or for a stable hash-share of sessions, else stable;
 - a session, once bound, keeps its revision; a revoked one is either replaced by the
-  channel's current good revision (``fallback``) or refused (``block``), per policy.
+  channel's current good revision (``fallback``) or refused (``block``), per policy;
+- ``shadow_revision(channel, session_id, agent_id)`` says which revision a turn resolves
+  beside the one it is served (never served): the shadow, for named agents or for a stable
+  hash-share of sessions drawn apart from the canary's, so the two cohorts are independent.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class BundleRevision:
     lint: tuple[Mapping[str, Any], ...] = ()
     revoked: bool = False
     created_at: str | None = None
+    registered_by: str | None = None  # the key that registered it (None: before 0026)
 
     def file_map(self) -> dict[str, str]:
         return {f.path: f.content for f in self.files}
@@ -49,6 +53,9 @@ class Channel:
     canary: str | None = None
     canary_share: float = 0.0
     canary_agents: tuple[str, ...] = ()
+    shadow: str | None = None
+    shadow_share: float = 0.0
+    shadow_agents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,14 +77,28 @@ def bundle_sha256(files: Mapping[str, str]) -> str:
     return h.hexdigest()
 
 
+def _in_cohort(share: float, agents: tuple[str, ...], key: str, agent_id: str | None
+               ) -> bool:
+    if agent_id is not None and agent_id in agents:
+        return True
+    # A stable hash: the same session always lands in the same cohort.
+    bucket = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return bucket < share
+
+
 def in_canary(channel: Channel, session_id: str, agent_id: str | None) -> bool:
     if channel.canary is None:
         return False
-    if agent_id is not None and agent_id in channel.canary_agents:
-        return True
-    # A stable hash of the session id: the same session always lands in the same cohort.
-    bucket = int(hashlib.sha256(session_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return bucket < channel.canary_share
+    return _in_cohort(channel.canary_share, channel.canary_agents, session_id, agent_id)
+
+
+def shadow_revision(channel: Channel, session_id: str, agent_id: str | None) -> str | None:
+    if channel.shadow is None:
+        return None
+    # Salted: a 10 % shadow and a 10 % canary would otherwise be the very same sessions.
+    key = f"shadow:{session_id}"
+    return (channel.shadow if _in_cohort(channel.shadow_share, channel.shadow_agents, key,
+                                         agent_id) else None)
 
 
 def pick_revision(channel: Channel, session_id: str, agent_id: str | None) -> str | None:

@@ -27,7 +27,9 @@ from typing import Any
 import orjson
 from opentelemetry.trace import Tracer
 
+from app.core.bundles import Resolution
 from app.core.candidates import query_candidate, task_state_candidates
+from app.core.compile import stable_prefix_with
 from app.core.conflicts import find_conflicts
 from app.core.errors import Conflict, InvalidRequest, StaleRevision
 from app.core.explain import permission_counts, record_scope
@@ -39,6 +41,7 @@ from app.core.model import (
     KnowledgeHit,
     Principal,
     Scope,
+    Segment,
     TaskCheckpoint,
     TurnRequest,
 )
@@ -245,7 +248,8 @@ class Assembler:
             scope=scope, turn_id=req.turn_id, assembly=assembly,
             max_tokens=req.budget.max_tokens, reserve_output=req.budget.reserve_output,
             redaction_profile=profile.name, policy_revision=self._policy_revision,
-            created_at=now, timings_ms=timings, bundle=_bundle_record(collected.bundle),
+            created_at=now, timings_ms=timings, bundle=_bundle_record(
+                collected.bundle, assembly.envelope.segments),
             conflicts=find_conflicts(assembly.envelope.segments),
             compaction=compacted.record if compacted is not None else None,
             read_back=read_back,
@@ -417,18 +421,32 @@ class Assembler:
         return body
 
 
-def _bundle_record(admitted: Admitted | None) -> dict[str, Any] | None:
+def _resolved_order(resolution: Resolution) -> list[dict[str, Any]]:
+    return [{"path": f.path, "layer": f.layer, "bytes_used": f.bytes_used,
+             "truncated": f.truncated, "reason": f.reason, "sha256": f.sha256}
+            for f in resolution.resolved_order]
+
+
+def _bundle_record(admitted: Admitted | None, segments: Sequence[Segment]
+                   ) -> dict[str, Any] | None:
+    """The served revision and, on a shadow cohort's turn, the shadow's: its resolved order
+    and the stable prefix hash the turn would have had with it served instead."""
     if admitted is None:
         return None
     b = admitted.binding
-    return {
+    record: dict[str, Any] = {
         "bundle_id": b.bundle_id, "revision": b.revision, "sha256": b.sha256,
         "runtime": admitted.runtime, "rebound_from": admitted.rebound_from,
-        "resolved_order": [
-            {"path": f.path, "layer": f.layer, "bytes_used": f.bytes_used,
-             "truncated": f.truncated, "reason": f.reason, "sha256": f.sha256}
-            for f in admitted.resolution.resolved_order],
-    }
+        "pinned": admitted.pinned, "resolved_order": _resolved_order(admitted.resolution)}
+    shadow = admitted.shadow
+    if shadow is not None:
+        record["shadow"] = {
+            "revision": shadow.revision, "sha256": shadow.sha256,
+            "resolved_order": _resolved_order(shadow.resolution),
+            "stable_prefix_sha256": stable_prefix_with(
+                segments, instead_of=bundle_ref(b.bundle_id, b.revision),
+                ref=bundle_ref(b.bundle_id, shadow.revision), content=shadow.resolution.text)}
+    return record
 
 
 def _recalled(scope: Scope, principal: Principal, turn_id: str, assembly: Assembly

@@ -1,21 +1,31 @@
-"""Instruction bundles: register (with lint), promote, revoke, diff, and admit a session.
+"""Instruction bundles: register (with lint), revoke, diff, and admit a turn.
 
-A revision whose lint holds a blocking finding (``app.core.bundles.hazards.BLOCKING``:
-injection, remote scripts, approval waivers, secrets; each record says ``blocking: true``)
-is not promoted (``LintBlocked``, 409 ``bundle-lint-blocked``) unless an admin overrides with
-a reason; the override is written to the audit log (``bundle.promote_override``: who, which
-revision, the reason and the finding types and paths, no rule text).
+Lint marks blocking findings (``app.core.bundles.hazards.BLOCKING``: injection, remote
+scripts, approval waivers, secrets; each record says ``blocking: true``); what promotion
+requires of a revision is ``app.service.bundle_release``'s. A revision records the key that
+registered it (the four-eyes rule of its review).
 
 A session is pinned at its first turn to the revision its channel gives it; later promotions
 affect new sessions only. A pinned revision that has since been revoked is, per policy,
 replaced by the channel's current good revision (``fallback``) or refused with 409
 (``block``) until the session is re-authorized. Resolutions are pure functions of
 (bundle hash, runtime, cwd, session type, files in play), so they are cached in-process.
+
+A turn may pin a revision itself (``workspace.revision``, e.g. an evaluation comparing two):
+only one its channel serves (stable or canary) or shadows for the turn's cohort, else 403 —
+a runtime key never reads an unpromoted revision's text otherwise. A pinned turn binds no
+session and resolves no shadow.
+
+Shadow: on a turn of the channel's shadow cohort, the shadow revision is resolved beside the
+served one (``Admitted.shadow``) for the manifest, never served. The channel comes with the
+session's pin in one read and revisions and resolutions are cached, so a shadow costs no
+round trip once its revision was read; a shadow that fails to resolve is logged and left out.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -23,7 +33,7 @@ from typing import Any
 
 from app.core.bundles import Resolution, ResolveOptions, lint, resolve
 from app.core.bundles.hazards import BLOCKING, hazards
-from app.core.errors import Conflict, InvalidRequest, NotFound
+from app.core.errors import Conflict, DomainError, ForbiddenScope, InvalidRequest, NotFound
 from app.core.guards.safety import Detector
 from app.core.model import Workspace
 from app.core.registry import (
@@ -34,9 +44,11 @@ from app.core.registry import (
     bundle_sha256,
     file_sha256,
     pick_revision,
+    shadow_revision,
 )
-from app.ports import AuditLog, AuditRecord, BundleStore
+from app.ports import BundleStore
 
+log = logging.getLogger(__name__)
 RESOLUTION_CACHE = 512
 MAX_LINT_DIRS = 64
 
@@ -45,8 +57,13 @@ class BundleRevoked(Conflict):
     type = "bundle-revoked"
 
 
-class LintBlocked(Conflict):
-    type = "bundle-lint-blocked"
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shadowed:
+    """A shadow revision resolved beside the served one: recorded, never served."""
+
+    revision: str
+    sha256: str
+    resolution: Resolution
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +73,8 @@ class Admitted:
     origin: str
     resolution: Resolution
     rebound_from: str | None = None
+    pinned: bool = False  # the request named the revision (workspace.revision)
+    shadow: Shadowed | None = None
 
 
 def _directories(files: Mapping[str, str]) -> list[str]:
@@ -69,21 +88,21 @@ def _directories(files: Mapping[str, str]) -> list[str]:
 class BundleService:
     def __init__(self, store: BundleStore, *, detectors: Sequence[Detector],
                  count_tokens: Callable[[str], int], revoked_policy: str,
-                 audit: AuditLog, injection: Sequence[Detector] = ()) -> None:
+                 injection: Sequence[Detector] = ()) -> None:
         self._store = store
         self._detectors = detectors
         self._injection = injection
-        self._audit = audit
         self._count = count_tokens
         self._policy = revoked_policy
         self._revisions: dict[tuple[str, str, str], BundleRevision] = {}
         self._files: dict[str, dict[str, str]] = {}  # by bundle sha256
         self._resolve = lru_cache(maxsize=RESOLUTION_CACHE)(self._resolve_uncached)
 
-    async def register(self, *, tenant_id: str, revision: BundleRevision) -> BundleRevision:
+    async def register(self, *, tenant_id: str, revision: BundleRevision, actor: str
+                       ) -> BundleRevision:
         files = revision.file_map()
         full = replace(
-            revision, sha256=bundle_sha256(files),
+            revision, sha256=bundle_sha256(files), registered_by=actor,
             files=tuple(BundleFile(path=p, content=c, sha256=file_sha256(c))
                         for p, c in sorted(files.items())),
             lint=self._lint(revision.runtime, files))
@@ -131,39 +150,6 @@ class BundleService:
             raise NotFound(f"no bundle {bundle_id!r}")
         return revisions, await self._store.channel(tenant_id=tenant_id, bundle_id=bundle_id)
 
-    async def promote(self, *, tenant_id: str, bundle_id: str, revision: str,
-                      share: float | None, agents: Sequence[str], actor: str,
-                      override_reason: str | None = None) -> Channel:
-        """Roll ``revision`` out (fully, or to a canary cohort). Blocking lint findings refuse
-        it unless ``override_reason`` is given (admin routes only), which is audited."""
-        rev = await self._store.get(tenant_id=tenant_id, bundle_id=bundle_id,
-                                    revision=revision)
-        if rev is None:
-            raise NotFound(f"no bundle revision {bundle_id!r}@{revision!r}")
-        if rev.revoked:
-            raise BundleRevoked(f"revision {revision!r} is revoked and cannot be promoted")
-        blocking = [f for f in rev.lint if f.get("type") in BLOCKING]
-        if blocking and not override_reason:
-            kinds = ", ".join(sorted({f"{f['type']} in {f['path']}" for f in blocking}))
-            raise LintBlocked(f"revision {revision!r} has blocking lint findings ({kinds}); "
-                              "fix them, or promote with an override_reason")
-        current = await self._store.channel(tenant_id=tenant_id, bundle_id=bundle_id)
-        current = current or Channel(stable=None)
-        if share is None and not agents:
-            channel = Channel(stable=revision)  # full rollout ends any canary
-        else:
-            channel = Channel(stable=current.stable or revision, canary=revision,
-                              canary_share=share or 0.0, canary_agents=tuple(agents))
-        await self._store.set_channel(tenant_id=tenant_id, bundle_id=bundle_id,
-                                      channel=channel)
-        if blocking:  # after the rollout took effect: the record says what happened
-            await self._audit.write(tenant_id=tenant_id, records=[AuditRecord(
-                turn_id=None, kind="bundle.promote_override", principal=actor,
-                ref=f"bundle://{bundle_id}@{revision}", rule=None,
-                detail={"reason": override_reason, "findings": [
-                    {"type": f["type"], "path": f["path"]} for f in blocking]})])
-        return channel
-
     async def revoke(self, *, tenant_id: str, bundle_id: str, revision: str,
                      reason: str) -> None:
         if not await self._store.revoke(tenant_id=tenant_id, bundle_id=bundle_id,
@@ -194,23 +180,62 @@ class BundleService:
 
     async def admit(self, *, tenant_id: str, session_id: str | None, agent_id: str | None,
                     workspace: Workspace) -> Admitted:
-        """The revision this turn's session is pinned to, resolved for its cwd."""
-        binding, rebound_from = await self._binding(tenant_id, session_id, agent_id,
-                                                    workspace.bundle_id)
-        rev = await self.revision(tenant_id=tenant_id, bundle_id=workspace.bundle_id,
-                                  revision=binding.revision)
-        resolution = self._resolve(rev.sha256, rev.runtime, workspace.cwd,
-                                   workspace.session_type, workspace.files)
+        """The revision this turn is served, resolved for its cwd, and the shadow beside it
+        when the turn is in the shadow cohort."""
+        key = session_id or ""
+        pin, revoked, channel = await self._store.session_state(
+            tenant_id=tenant_id, session_id=key, bundle_id=workspace.bundle_id)
+        shadow = shadow_revision(channel, key, agent_id) if channel else None
+        rebound_from = None
+        if workspace.revision is not None:
+            binding = await self._pinned(tenant_id, workspace.bundle_id, workspace.revision,
+                                         channel, shadow)
+            shadow = None
+        else:
+            binding, rebound_from = await self._binding(
+                tenant_id, session_id, agent_id, workspace.bundle_id, pin, revoked, channel)
+        rev, resolution = await self._resolved(tenant_id, workspace, binding.revision)
         origin = f"repo://{rev.source.get('repo', workspace.bundle_id)}@" \
                  f"{rev.source.get('commit', rev.revision)}"
         return Admitted(binding=binding, runtime=rev.runtime, origin=origin,
-                        resolution=resolution, rebound_from=rebound_from)
+                        resolution=resolution, rebound_from=rebound_from,
+                        pinned=workspace.revision is not None,
+                        shadow=await self._shadowed(tenant_id, workspace, shadow)
+                        if shadow not in (None, binding.revision) else None)
+
+    async def _resolved(self, tenant_id: str, workspace: Workspace, revision: str
+                        ) -> tuple[BundleRevision, Resolution]:
+        rev = await self.revision(tenant_id=tenant_id, bundle_id=workspace.bundle_id,
+                                  revision=revision)
+        return rev, self._resolve(rev.sha256, rev.runtime, workspace.cwd,
+                                  workspace.session_type, workspace.files)
+
+    async def _shadowed(self, tenant_id: str, workspace: Workspace, revision: str | None
+                        ) -> Shadowed | None:
+        if revision is None:
+            return None
+        try:
+            rev, resolution = await self._resolved(tenant_id, workspace, revision)
+        except DomainError:  # a shadow never fails the turn it is not served to
+            log.warning("bundle shadow %s@%s did not resolve", workspace.bundle_id, revision,
+                        exc_info=True)
+            return None
+        return Shadowed(revision=revision, sha256=rev.sha256, resolution=resolution)
+
+    async def _pinned(self, tenant_id: str, bundle_id: str, wanted: str,
+                      channel: Channel | None, shadow: str | None) -> Binding:
+        if channel is None:
+            raise NotFound(f"bundle {bundle_id!r} has no promoted revision")
+        if wanted not in (channel.stable, channel.canary, shadow):
+            raise ForbiddenScope(f"revision {wanted!r} is neither served by the channel nor in "
+                                 "shadow for this turn's cohort; a turn may pin only those")
+        rev = await self.revision(tenant_id=tenant_id, bundle_id=bundle_id, revision=wanted)
+        return Binding(bundle_id=bundle_id, revision=wanted, sha256=rev.sha256)
 
     async def _binding(self, tenant_id: str, session_id: str | None, agent_id: str | None,
-                       bundle_id: str) -> tuple[Binding, str | None]:
+                       bundle_id: str, pin: Binding | None, revoked: bool,
+                       channel: Channel | None) -> tuple[Binding, str | None]:
         key = session_id or ""
-        pin, revoked, channel = await self._store.session_state(
-            tenant_id=tenant_id, session_id=key, bundle_id=bundle_id)
         if pin is not None and not revoked:
             return pin, None
         if pin is not None and self._policy == "block":

@@ -47,7 +47,7 @@ async def set_default(client: httpx.AsyncClient, admin: dict[str, str], tenant: 
                          json={"default_session_visibility": visibility})
     assert r.status_code == 204, r.text
     got = await client.get(f"/v1/admin/tenants/{tenant}/settings", headers=admin)
-    assert got.json() == {"default_session_visibility": visibility}
+    assert got.json()["default_session_visibility"] == visibility
 
 
 async def earlier_sessions(client: httpx.AsyncClient, key: str, container: Container) -> str:

@@ -71,7 +71,8 @@ async def test_a_tenants_settings_set_its_own_limits(
     got = await client.get(f"/v1/admin/tenants/{tenant}/settings", headers=admin_headers)
     assert got.json() == {"default_session_visibility": "tree",
                           "quota_requests_per_s": 0.01, "quota_requests_burst": 1,
-                          "quota_key_requests_per_s": None, "quota_turns_concurrent": 2}
+                          "quota_key_requests_per_s": None, "quota_turns_concurrent": 2,
+                          "bundle_release_gate": "lint"}
     assert (await client.get("/v1/manifests", headers=bearer(a))).status_code == 200
     again = await client.get("/v1/manifests", headers=bearer(a))
     assert again.status_code == 429 and again.json()["type"] == "quota-exceeded"

@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from app.adapters.postgres import migrate
 from app.adapters.postgres.db import Database
 
-BUNDLE_TABLES = {"bundle_revisions", "bundle_channels", "bundle_denylist", "session_bundles"}
+BUNDLE_TABLES = {"bundle_revisions", "bundle_channels", "bundle_denylist", "session_bundles",
+                 "bundle_reviews", "bundle_evaluations"}
 MEMORY_TABLES = {"memories", "memory_history"}
 COMPACTION_TABLES = {"session_compactions", "session_states"}
 TURN_TABLES = {"turn_appends"}

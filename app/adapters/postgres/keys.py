@@ -14,6 +14,7 @@ import secrets
 from app.adapters.postgres.db import Database, Row, Sql
 from app.core.model import AssertionPolicy, DataLevel, Principal, Role, Visibility
 from app.core.quotas import QuotaOverride
+from app.core.release_gate import GATES, ReleaseGate
 from app.ports import KeyInfo, NewKey, TenantSettings
 
 CREATE_SQL = (
@@ -37,10 +38,10 @@ PRINCIPAL_SQL = (
 SETTINGS_SET_SQL = (
     "SELECT ctxgate_tenant_settings_set(:tenant_id, :default_session_visibility, "
     ":quota_requests_per_s, :quota_requests_burst, :quota_key_requests_per_s, "
-    ":quota_turns_concurrent)")
+    ":quota_turns_concurrent, :bundle_release_gate)")
 SETTINGS_GET_SQL = (
     "SELECT default_session_visibility, quota_requests_per_s, quota_requests_burst, "
-    "quota_key_requests_per_s, quota_turns_concurrent "
+    "quota_key_requests_per_s, quota_turns_concurrent, bundle_release_gate "
     "FROM ctxgate_tenant_settings_get(:tenant_id)")
 IDENTITY_SQL = (
     "SELECT ctxgate_tenant_identity_set(:tenant_id, :require, :algorithm, :key_material, "
@@ -122,7 +123,7 @@ class PgKeyStore:
             row = await conn.one(_SETTINGS_GET, {"tenant_id": tenant_id})
         return TenantSettings(
             default_session_visibility=Visibility.parse(str(row.default_session_visibility)),
-            quota=_quota(row))
+            quota=_quota(row), bundle_release_gate=_gate(row.bundle_release_gate))
 
     async def set_tenant_settings(self, *, tenant_id: str, settings: TenantSettings) -> None:
         q = settings.quota
@@ -133,7 +134,15 @@ class PgKeyStore:
                 "quota_requests_per_s": q.requests_per_s,
                 "quota_requests_burst": q.requests_burst,
                 "quota_key_requests_per_s": q.key_requests_per_s,
-                "quota_turns_concurrent": q.turns_concurrent})
+                "quota_turns_concurrent": q.turns_concurrent,
+                "bundle_release_gate": settings.bundle_release_gate})
+
+
+def _gate(value: str) -> ReleaseGate:
+    for gate in GATES:  # the column's CHECK holds it to these
+        if gate == value:
+            return gate
+    raise ValueError(f"unknown bundle_release_gate {value!r}")
 
 
 def _quota(row: Row) -> QuotaOverride:
