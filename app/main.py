@@ -321,7 +321,7 @@ class Container:
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
             explain=ExplainService(
                 turns=explained, knowledge=explained, memories=PgMemoryStore(db, space=space),
-                sessions=archive, tasks=PgTaskStore(db), embedder=embedder,
+                sessions=archive, reach=explained, tasks=PgTaskStore(db), embedder=embedder,
                 clock=partial(datetime.now, UTC)),
             erasures=erasure_svc,
             erasure_worker=ErasureWorker(erasure_svc), findings=findings, recall=recall,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.core.model import KnowledgeHit
+from app.core.model import KnowledgeHit, Visibility
 from app.ports import KnowledgeQuery
 
 
@@ -54,4 +54,13 @@ class KnowledgeProbe(Protocol):
     async def withheld(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
         """Labels of the chunks among the tenant's ``query.k`` best per ranker that
         ``query``'s permission filter keeps out (``text`` is empty)."""
+        ...
+
+
+class SessionReach(Protocol):
+    async def visible(self, *, tenant_id: str, user_id: str, session_id: str | None,
+                      agent_id: str | None, visibility: Visibility, target: str) -> bool:
+        """Whether a turn of ``user_id`` on ``session_id`` (its request naming ``agent_id``)
+        may read session ``target`` at ``visibility``: the transcript search's own
+        definition (``sessions.VISIBLE_SQL``), asked for one session."""
         ...

@@ -13,6 +13,8 @@ Contract (pure, no I/O; the service gathers the inputs):
   turn's time: ``permission.verdict`` (the guard's own rules) and the data-level half of
   ``safety.level_verdict`` (the stores push both down into their SQL, so a withheld source
   leaves no drop record). None when the scope may read it.
+* ``out_of_reach(scope)``: a session of the turn's own user that its session visibility does
+  not open (the sessions' SQL decides that, asked for the one session).
 * ``not_a_candidate(ranks, depth)``: a readable source that was not retrieved, with the
   ranks the rankers give it now for the recorded query.
 * ``permission_counts(scope, withheld, drops, now)``: the per-label counts a turn writes to
@@ -83,6 +85,7 @@ def record_scope(scope: Scope, req: TurnRequest) -> dict[str, Any]:
         "data_level": scope.data_level.label,
         "session_visibility": scope.session_visibility.label,
         "purpose": scope.purpose,
+        "agent_id": req.agent_id,  # which sessions ``agent`` visibility opens
         "query": req.query,
         "query_vector": "client" if req.query_embedding is not None else "server",
     }
@@ -191,6 +194,17 @@ def owned_source(ref: str, tenant_id: str, owner_user_id: str) -> Candidate:
                      role="system", content="", tenant_id=tenant_id, origin=ref,
                      trust=Trust.SYSTEM, sensitivity=DataLevel.INTERNAL,
                      acl=Acl(whole_tenant=True), owner_user_id=owner_user_id)
+
+
+def out_of_reach(scope: Scope) -> Explanation:
+    """A session of the turn's user that the turn's session visibility does not open."""
+    label = scope.session_visibility.label
+    return Explanation(outcome="dropped", stage=DropLayer.PERMISSION,
+                       reason=f"withheld by permission (visibility): outside the turn's "
+                              f"session visibility {label!r}",
+                       detail={"label": "visibility", "visibility": label,
+                               "type": "dropped.permission.visibility",
+                               "evaluated_at_turn_time": True})
 
 
 def not_a_candidate(ranks: Mapping[str, int], depth: int | None, *,

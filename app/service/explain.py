@@ -15,7 +15,8 @@ Order: the manifest's own records first (cheap, exact); only a source it does no
 looked up and re-evaluated — permission against the recorded scope at the turn's time, then,
 for a readable knowledge source, its ranks now for the recorded query (``not_a_candidate``).
 A knowledge source the relevance stage dropped also gets its ranks now, when the turn was
-recorded. Memories, sessions and tasks are checked for permission; they are not re-ranked.
+recorded. Memories, sessions and tasks are checked for permission (owner, labels; another
+session of the user also for the turn's session visibility); they are not re-ranked.
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ from app.core.model import DropLayer, Principal, Role, Scope
 from app.core.refs import event_seq, parse_ref
 from app.core.retrieval import knowledge_candidates, pinned_candidates
 from app.ports import Embedder, KnowledgeQuery, MemoryStore, SessionArchive, TaskStore
-from app.ports_explain import KnowledgeProbe, RecordedTurn, SourceKey, TurnRecords
+from app.ports_explain import (
+    KnowledgeProbe,
+    RecordedTurn,
+    SessionReach,
+    SourceKey,
+    TurnRecords,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,10 +64,11 @@ def _knowledge_source(parts: tuple[str, ...]) -> SourceKey:
 
 class ExplainService:
     def __init__(self, *, turns: TurnRecords, knowledge: KnowledgeProbe,
-                 memories: MemoryStore, sessions: SessionArchive, tasks: TaskStore,
-                 embedder: Embedder, clock: Callable[[], datetime]) -> None:
+                 memories: MemoryStore, sessions: SessionArchive, reach: SessionReach,
+                 tasks: TaskStore, embedder: Embedder, clock: Callable[[], datetime]) -> None:
         self._turns = turns
         self._knowledge = knowledge
+        self._reach = reach
         self._memories = memories
         self._sessions = sessions
         self._tasks = tasks
@@ -166,8 +174,14 @@ class ExplainService:
                                  now)
         if denied is not None:
             return denied
+        own = session_id == scope.session_id
+        if not own and not await self._reach.visible(
+                tenant_id=scope.tenant_id, user_id=scope.user_id, session_id=scope.session_id,
+                agent_id=(turn.recorded or {}).get("agent_id"),
+                visibility=scope.session_visibility, target=session_id):
+            return core.out_of_reach(scope)
         why = ("an event of the turn's own session outside the history window it read, or "
-               "folded into a compaction" if session_id == scope.session_id else
+               "folded into a compaction" if own else
                f"transcript recall (visibility {scope.session_visibility.label}) did not return "
                "it; transcripts are not re-ranked")
         return core.not_a_candidate({}, _depth(turn.body, "session"), why=why)

@@ -179,6 +179,17 @@ async def test_sessions_tasks_and_memories_are_checked_for_their_owner(
         assert (r["stage"], r["detail"].get("label")) == ("permission", "owner"), (ref, r)
     own = (await explain(client, ops, "turn-g", "session://s-alice/events/1")).json()
     assert own["outcome"] == "included", own
+    # alice's sessions: one her turn's visibility (tree) does not open, one it spawned
+    await session(client, rt, "s-alice-elsewhere", user="alice")
+    child = await client.post("/v1/sessions/s-alice-child/events", headers=bearer(rt), json={
+        "user_id": "alice", "parent_session_id": "s-alice",
+        "events": [{"type": "message", "role": "user", "content": "lunch plans"}]})
+    assert child.status_code == 201, child.text
+    away = (await explain(client, ops, "turn-g", "session://s-alice-elsewhere")).json()
+    assert (away["stage"], away["detail"]["label"], away["detail"]["visibility"]) == (
+        "permission", "visibility", "tree"), away
+    spawned = (await explain(client, ops, "turn-g", "session://s-alice-child")).json()
+    assert spawned["outcome"] == "not_a_candidate", spawned
     for missing in ("session://s-none", "session://s-alice/events/99", "task://task-none",
                     "mem://m-none@v1"):
         assert (await explain(client, ops, "turn-g", missing)).status_code == 404

@@ -9,6 +9,8 @@
   chunks nearer the query vector (cosine distance, the embedding space's rows only), and
   ``1 +`` the readable full-text matches scoring above it (the search's own ``ts_rank``
   measure). Exact counts over the readable rows: an ops question, not the turn's path.
+* ``visible``: whether a turn's transcript search may read one session, asked of the search's
+  own ``sessions.VISIBLE_SQL`` (the only definition of session visibility).
 * ``withheld``: the tenant's ``k`` best chunks per ranker with the permission filter left out
   (tenant and current version only), less those ``VISIBLE`` keeps: what permission withheld
   from the turn's candidates, as labels for ``app.core.explain.permission_counts``.
@@ -20,9 +22,10 @@ from typing import Any
 
 from app.adapters.postgres.db import Database, Row, Sql
 from app.adapters.postgres.knowledge import IN_SPACE, VISIBLE, ann_settings, visible_params
+from app.adapters.postgres.sessions import VISIBLE_SQL
 from app.core import fts
 from app.core.embedding_space import EmbeddingSpace
-from app.core.model import Acl, DataLevel, KnowledgeHit, Trust
+from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, Visibility
 from app.core.refs import chunk_ref
 from app.core.retrieval import POOL_MAX
 from app.ports import KnowledgeQuery
@@ -82,6 +85,9 @@ ORDER BY c.doc_id, c.version, c.chunk_no
 _S = {name: Sql(sql) for name, sql in {
     "turn": TURN_SQL, "labels": LABELS_SQL, "vector": VECTOR_RANK_SQL, "text": TEXT_RANK_SQL,
     "withheld": WITHHELD_SQL}.items()}
+# One session among those a turn's transcript search may read: the search's own definition.
+_REACH = {v: Sql(f"SELECT EXISTS (SELECT 1 FROM ({sql}) AS v WHERE v.session_id = :target)")  # noqa: S608 - constant fragments, values are bound
+          for v, sql in VISIBLE_SQL.items()}
 
 
 def _labels(row: Row) -> KnowledgeHit:
@@ -147,3 +153,10 @@ class PgExplainReader:
         async with self._db.read_tx(query.tenant_id, ann_settings(query.k)) as conn:
             rows = await conn.fetch(_S["withheld"], params)
         return [_labels(r) for r in rows]
+
+    async def visible(self, *, tenant_id: str, user_id: str, session_id: str | None,
+                      agent_id: str | None, visibility: Visibility, target: str) -> bool:
+        async with self._db.read_tx(tenant_id) as conn:
+            return bool(await conn.fetchval(_REACH[visibility], {
+                "tenant_id": tenant_id, "user_id": user_id, "session_id": session_id,
+                "agent_id": agent_id, "target": target}))
