@@ -63,6 +63,12 @@ class DependencyMetrics:
             "(app.adapters.faults): requests that failed with 503 dependency-unavailable, and "
             "Redis calls a turn went on without (degraded).", ["dependency", "kind"],
             registry=r)
+        self.replica_reads = Counter(
+            "ctxgate_replica_reads", "Turns whose read-only transaction ran on the read "
+            "replica (reason=replica), or on the primary and why: lagging (past "
+            "replica_max_lag_s), unreachable, behind-write (the tenant's latest write not "
+            "replayed yet), fence-unknown (Redis did not say). Only with a replica set.",
+            ["reason"], registry=r)
         self.breakers = Gauge(
             "ctxgate_compaction_breaker_sessions", "Sessions whose compaction breaker is open "
             "or half_open now, of those this worker served lately (summed over workers).",

@@ -27,7 +27,7 @@ from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.bundles import PgBundleStore
 from app.adapters.postgres.chunk_refs import PgChunkReader
 from app.adapters.postgres.compactions import PgCompactionStore
-from app.adapters.postgres.db import Database, service_url
+from app.adapters.postgres.db import Database, replica_url, service_url
 from app.adapters.postgres.embeddings import PgEmbeddingStore
 from app.adapters.postgres.erasure import PgErasureStore, pg_erasers
 from app.adapters.postgres.explain import PgExplainReader
@@ -36,6 +36,7 @@ from app.adapters.postgres.knowledge import PgKnowledgeStore, ann_settings
 from app.adapters.postgres.knowledge_jobs import PgIngestJobStore
 from app.adapters.postgres.manifests import PgManifestStore
 from app.adapters.postgres.memories import PgMemoryStore
+from app.adapters.postgres.replica import REASONS, ReplicaReads
 from app.adapters.postgres.retention import PgRetentionStore
 from app.adapters.postgres.session_state import PgSessionStateStore
 from app.adapters.postgres.sessions import PgSessionArchive
@@ -49,6 +50,7 @@ from app.adapters.redis.quotas import RedisRateLimiter
 from app.adapters.redis.replay import RedisReplayCache
 from app.adapters.redis.session_keys import RedisSessionKeys
 from app.adapters.redis.session_tail import RedisSessionTail
+from app.adapters.redis.wal_fence import RedisWalFences
 from app.adapters.summarizers.openai_chat import OpenAIChatSummarizer
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
 from app.api import errors
@@ -139,11 +141,33 @@ def make_quotas(settings: Settings, redis: RedisClient, metrics: Metrics) -> Quo
         timeout_s=settings.quota_timeout_ms / 1000, metrics=metrics)
 
 
+async def open_replica(settings: Settings, db: Database, redis: RedisClient
+                       ) -> ReplicaReads | None:
+    """The read replica for turns' read-only transactions, with ``db`` as its primary, when
+    one is set (docs/scaling.md, "Read replicas")."""
+    url = replica_url(settings)
+    if url is None:
+        return None
+    # A fence outlives the lag bound (a replica that may serve has replayed any older write)
+    # by a margin for the clocks of the probe and of Redis.
+    fences = RedisWalFences(redis, prefix=settings.redis_prefix,
+                            ttl_ms=math.ceil(settings.replica_max_lag_s * 2000) + 1000)
+    replica = await Database.open(url, pool_size=settings.db_pool_size,
+                                  read_lanes=settings.db_read_lanes,
+                                  pgbouncer=settings.database_pgbouncer)
+    return ReplicaReads(db, replica, fences, max_lag_s=settings.replica_max_lag_s)
+
+
 def watch(metrics: Metrics, *, db: Database, findings: FindingsCache, embedder: Embedder,
-          compactions: CompactionService) -> None:
+          compactions: CompactionService, replica: ReplicaReads | None = None) -> None:
     """What the metrics read from their owners at each refresh (``app.dependency_metrics``):
-    the caches' hits and misses, the pool's sizes and timeouts, the breakers seen."""
+    the caches' hits and misses, the pool's sizes and timeouts, the breakers seen, where
+    turns' reads went."""
     deps = metrics.deps
+    if replica is not None:
+        for reason in REASONS:
+            deps.follow(deps.replica_reads.labels(reason=reason),
+                        partial(replica.routed.__getitem__, reason))
     deps.follow_cache("detector", hits=lambda: findings.hits, misses=lambda: findings.misses)
     info = getattr(embedder, "cache_info", None)
     if info is not None:  # the local model caches query vectors; a remote API is not asked
@@ -192,6 +216,7 @@ class Container:
     retention: RetentionService
     retention_worker: RetentionWorker
     model: OpenAIChatSummarizer | None = None  # the compaction model, when configured
+    replica: ReplicaReads | None = None  # turns' reads, when a read replica is set
 
     @classmethod
     async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Container:
@@ -211,6 +236,7 @@ class Container:
             await db.close()
             raise
         redis = open_redis(settings.redis_url)
+        replica = await open_replica(settings, db, redis)
         count = TiktokenCounter(settings.tokenizer)
         # One scan decides which detectors a text needs; one cache entry per text. Session
         # events and chunks carry the findings made where they entered (Candidate.scanned)
@@ -284,7 +310,8 @@ class Container:
             if settings.redaction_profiles else {},
             replay_ttl_s=settings.replay_ttl_s,
             tracer=tracing.tracer,
-            reads=partial(db.shared_reads, settings=ann_settings(settings.knowledge_k)),
+            reads=partial((replica or db).shared_reads,
+                          settings=ann_settings(settings.knowledge_k)),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
             compactions=compaction_svc, constraints=constraint_svc, states=states,
             withheld=explained, audit=PgAuditLog(db))
@@ -306,12 +333,13 @@ class Container:
             knowledge_days=settings.knowledge_superseded_retention_days,
             replay_days=max(1, math.ceil(settings.replay_ttl_s / 86_400)),
             batch=settings.retention_batch), metrics=metrics)
-        watch(metrics, db=db, findings=findings, embedder=embedder, compactions=compaction_svc)
+        watch(metrics, db=db, findings=findings, embedder=embedder, compactions=compaction_svc,
+              replica=replica)
         # Last: a failed start leaves the clients unpatched.
         tracing.instrument()
         return cls(
             settings=settings, db=db, redis=redis, embedder=embedder, metrics=metrics,
-            tracing=tracing,
+            tracing=tracing, replica=replica,
             keys=KeyService(PgKeyStore(db)), sessions=session_svc, tasks=task_svc,
             knowledge=knowledge_svc, bundles=bundle_svc,
             bundle_releases=BundleReleases(PgBundleStore(db), settings=PgKeyStore(db),
@@ -361,6 +389,8 @@ class Container:
         if self.model is not None:
             await self.model.aclose()
         await self.redis.aclose()  # type: ignore[attr-defined]
+        if self.replica is not None:
+            await self.replica.close()
         await self.db.close()
         self.tracing.shutdown()  # after the stores: their last spans are flushed too
 

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     # statement kept across transactions, jit=off set per transaction instead of at startup.
     # Migrations use database_url, straight to PostgreSQL.
     database_pgbouncer: bool = False
+    # A streaming replica of that database, as the app role (app_db_password when the URL has
+    # none), for each turn's read-only transaction (docs/scaling.md, "Read replicas"): read
+    # while it has replayed all the primary wrote replica_max_lag_s ago and the tenant's
+    # latest write; else the primary. Unset: every read on the primary.
+    replica_database_url: str | None = None
+    replica_max_lag_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     # Migrate before serving (also `ctxgate serve --migrate`); needs database_url. Unset: only
     # with the embedded stores, whose database this process owns; a deployment runs
     # `ctxgate migrate` (the migration Job) apart from the serving pods.

@@ -41,6 +41,11 @@ a transaction (``connection()``) runs whole on one server connection. ``jit=off`
 every transaction instead of as a startup parameter, which PgBouncer refuses ("unsupported
 startup parameter") unless told to ignore it. A ``shared_reads`` block keeps to one
 connection there (``read_lanes`` is 1). docs/scaling.md.
+
+With a read replica (``replica.ReplicaReads``), a turn's ``shared_reads`` block may be opened
+on the replica's ``Database``: the block's lanes then come from that pool, and every
+``read_tx`` of the tenant inside it, whichever ``Database`` it is called on, joins them.
+The primary's ``fenced`` hook records the WAL position of each write for read-your-writes.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -71,6 +76,12 @@ NO_SETTINGS: Mapping[str, str] = {}
 # JIT compilation costs more than it saves on these short, indexed queries. A startup
 # parameter when connected to PostgreSQL itself; set in every transaction behind PgBouncer.
 PER_SESSION: Mapping[str, str] = {"jit": "off"}
+# After a commit that wrote (it was given a transaction id): the primary's WAL position past
+# the commit record, for read-your-writes on a replica (``Database.fenced``).
+WROTE = "SELECT pg_current_xact_id_if_assigned() IS NOT NULL"
+WAL_END = "SELECT pg_current_wal_insert_lsn() - '0/0'"
+# (tenant_id, WAL byte position past the write, or None: committed, position unknown)
+Fence = Callable[[str, int | None], Awaitable[None]]
 # How long a shared_reads block waits for a spare connection it saw idle before it queues.
 SPARE_WAIT_S = 0.05
 
@@ -215,6 +226,7 @@ class _Shared:
     """The read-only transactions that ``read_tx`` calls inside ``shared_reads`` join."""
 
     tenant_id: str
+    db: Database  # whose pool the lanes come from: a replica's, for a turn served there
     lanes: list[_Lane]
     extra: AsyncExitStack  # the transactions of every lane past the first
     grow: asyncio.Lock = field(default_factory=asyncio.Lock)  # held while a lane opens
@@ -240,14 +252,28 @@ def service_url(settings: Settings) -> str:
     password = settings.app_db_password.get_secret_value() if settings.app_db_password \
         else None
     if settings.app_database_url is not None:
-        url = make_url(settings.app_database_url)
-        if url.password is None and password is not None:
-            url = url.set(password=password)
-        return url.render_as_string(hide_password=False)
+        return _with_password(settings.app_database_url, password)
     if settings.database_url is None:
         raise ValueError("no database URL: set CTXGATE_APP_DATABASE_URL (the app role's) or "
                          "CTXGATE_DATABASE_URL (the owner's, from which it is derived)")
     return app_url(settings.database_url, settings.app_db_role, password)
+
+
+def replica_url(settings: Settings) -> str | None:
+    """``replica_database_url`` (the app role's, on the replica) with ``app_db_password``
+    when it holds none; None without a replica."""
+    if settings.replica_database_url is None:
+        return None
+    return _with_password(settings.replica_database_url,
+                          settings.app_db_password.get_secret_value()
+                          if settings.app_db_password else None)
+
+
+def _with_password(raw: str, password: str | None) -> str:
+    url = make_url(raw)
+    if url.password is None and password is not None:
+        url = url.set(password=password)
+    return url.render_as_string(hide_password=False)
 
 
 def _jsonb_param(value: Any) -> str:
@@ -294,6 +320,15 @@ class Database:
         # asyncpg counts neither its waiters nor their timeouts: _acquire does.
         self._waiting = 0
         self._timeouts = 0
+        self._fence: Fence | None = None
+
+    def fenced(self, fence: Fence) -> None:
+        """After each ``tenant_tx`` that wrote, call ``fence(tenant_id, position)`` with the
+        WAL position past its commit (None if the connection failed after the commit), the
+        read-your-writes fence of a read replica (``replica``): two more round trips for a
+        write, one for a ``tenant_tx`` that wrote nothing. ``fence`` runs after the commit
+        and must not fail."""
+        self._fence = fence
 
     @classmethod
     async def open(
@@ -365,9 +400,12 @@ class Database:
         local to it; commits on success, rolls back on an exception, and discards the
         connection if even that fails (it must never go back to the pool inside a
         transaction that carries a tenant)."""
-        async with self._transaction(_opening("BEGIN", tenant_id, {**self._local, **settings})
-                                     ) as tx:
+        wrote: list[int | None] = []
+        async with self._transaction(_opening("BEGIN", tenant_id, {**self._local, **settings}),
+                                     wrote=wrote if self._fence else None) as tx:
             yield tx
+        if wrote and self._fence is not None:
+            await self._fence(tenant_id, wrote[0])
 
     @asynccontextmanager
     async def read_tx(self, tenant_id: str, settings: Mapping[str, str] = NO_SETTINGS
@@ -377,7 +415,7 @@ class Database:
         first)."""
         shared = _SHARED.get()
         if shared is not None and shared.tenant_id == tenant_id and shared.open:
-            lane = await self._lane(shared)
+            lane = await shared.db._lane(shared)
             lane.queued += 1
             try:
                 async with lane.lock:
@@ -412,7 +450,7 @@ class Database:
         settings = {**self._local, **settings}
         async with self._transaction(_opening("BEGIN READ ONLY", tenant_id, settings)) as tx, \
                 AsyncExitStack() as extra:
-            shared = _Shared(tenant_id, [_Lane(tx, dict(settings))], extra)
+            shared = _Shared(tenant_id, self, [_Lane(tx, dict(settings))], extra)
             token = _SHARED.set(shared)
             self._blocks += 1
             try:
@@ -456,11 +494,15 @@ class Database:
             yield tx
 
     @asynccontextmanager
-    async def _transaction(self, begin: str, *, spare: bool = False) -> AsyncIterator[Tx]:
+    async def _transaction(self, begin: str, *, spare: bool = False,
+                           wrote: list[int | None] | None = None) -> AsyncIterator[Tx]:
+        """``wrote``: when the transaction wrote, append the WAL position past its commit
+        (None when the connection failed after the commit: the write stands)."""
         async with self._acquire(spare=spare) as raw:
             await raw.execute(begin)
             try:
                 yield Tx(raw)
+                writer = wrote is not None and bool(await raw.fetchval(WROTE))
             except BaseException:
                 try:
                     await raw.execute("ROLLBACK")
@@ -477,6 +519,12 @@ class Database:
                 raise
             if status != "COMMIT":  # an error inside was swallowed: PostgreSQL rolled back
                 raise RuntimeError(f"transaction did not commit ({status})")
+            if writer and wrote is not None:
+                try:
+                    wrote.append(int(await raw.fetchval(WAL_END)))
+                except Exception:
+                    _discard(raw)
+                    wrote.append(None)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Tx]:
