@@ -34,6 +34,15 @@ class SourceKey:
     chunk_no: int | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceLabels:
+    """A knowledge source's stored chunks with their labels (``text`` empty), and whether
+    they are of the document's current version (a search reads no other)."""
+
+    chunks: list[KnowledgeHit]
+    current: bool
+
+
 class TurnRecords(Protocol):
     async def turn(self, *, tenant_id: str, turn_id: str) -> RecordedTurn | None: ...
 
@@ -41,9 +50,8 @@ class TurnRecords(Protocol):
 class KnowledgeProbe(Protocol):
     """Knowledge as permission sees it: labels without content, and ranks."""
 
-    async def labels(self, *, tenant_id: str, source: SourceKey) -> list[KnowledgeHit]:
-        """The stored chunks of ``source`` in ``tenant_id`` with their labels (``text`` is
-        empty); none when the tenant has no such source."""
+    async def labels(self, *, tenant_id: str, source: SourceKey) -> SourceLabels | None:
+        """``source``'s chunks in ``tenant_id``; None when the tenant has no such source."""
         ...
 
     async def ranks(self, *, query: KnowledgeQuery, source: SourceKey) -> dict[str, int]:

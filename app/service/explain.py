@@ -120,12 +120,16 @@ class ExplainService:
 
     async def _knowledge_source(self, scope: Scope, turn: RecordedTurn, source: SourceKey,
                                 ref: str, now: datetime) -> core.Explanation:
-        labels = await self._knowledge.labels(tenant_id=scope.tenant_id, source=source)
-        if not labels:
+        found = await self._knowledge.labels(tenant_id=scope.tenant_id, source=source)
+        if found is None:
             raise NotFound(f"no source {ref!r}")
-        denied = core.permission(scope, knowledge_candidates(labels, count_tokens=_zero), now)
+        denied = core.permission(scope, knowledge_candidates(found.chunks, count_tokens=_zero),
+                                 now)
         if denied is not None:
             return denied
+        if not found.current:
+            return core.not_a_candidate({}, _depth(turn.body, "knowledge"), why=(
+                "a superseded version: searches read the document's current version only"))
         ranks, vector = await self._ranks(scope, turn, source, now)
         return core.not_a_candidate(ranks, _depth(turn.body, "knowledge"),
                                     vector_ranked=vector)

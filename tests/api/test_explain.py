@@ -134,6 +134,9 @@ async def test_a_source_never_retrieved_gets_its_rank(client: httpx.AsyncClient,
     assert r["detail"]["depth"] == 1
     assert r["detail"]["best_rank"] > 1
     assert "fts" not in r["detail"]["ranks"]  # no query word: only meaning ranks it
+    await ingest(client, keys["rt"], "cafeteria", "Cafeteria menu, new season.", version=2)
+    old = (await explain(client, keys["ops"], "turn-e", "kb://cafeteria#v1:c0")).json()
+    assert old["outcome"] == "not_a_candidate" and "superseded" in old["reason"], old
 
 
 async def counts_of(c: httpx.AsyncClient, ops: str, turn_id: str

@@ -60,7 +60,8 @@ async def test_sql_visibility_is_the_core_predicate(
     for doc_id in (f"{a}-{d}-{lv}-{e}" for a, d, lv, e in product(ACLS, DOMAINS, LEVELS,
                                                                    EXPIRY)):
         labels = await grid.labels(tenant_id=tenant, source=SourceKey(doc_id=doc_id))
-        candidates = knowledge_candidates(labels, count_tokens=len)
+        assert labels is not None and labels.current
+        candidates = knowledge_candidates(labels.chunks, count_tokens=len)
         verdicts = {denial(scope_of(q), c, q.now) for c in candidates}
         (denied if None not in verdicts else allowed).add(doc_id)
     assert visible == allowed
@@ -75,12 +76,16 @@ async def test_labels_stay_in_the_tenant_and_ranks_follow_the_query(
     await store.upsert(tenant_id=other_tenant, document=doc("theirs", ["refund"]))
     await store.upsert(tenant_id=tenant, document=doc("best", ["refund timeout retry"]))
     await store.upsert(tenant_id=tenant, document=doc("mid", ["refund timeout", "other"]))
-    assert await reader.labels(tenant_id=tenant, source=SourceKey(doc_id="theirs")) == []
+    assert await reader.labels(tenant_id=tenant, source=SourceKey(doc_id="theirs")) is None
     chunk = SourceKey(doc_id="mid", version="1", chunk_no=1)
-    assert [h.chunk_ref for h in await reader.labels(tenant_id=tenant, source=chunk)] == [
-        "kb://mid#v1:c1"]
+    found = await reader.labels(tenant_id=tenant, source=chunk)
+    assert found is not None and found.current
+    assert [h.chunk_ref for h in found.chunks] == ["kb://mid#v1:c1"]
     q = query(tenant, text="refund timeout retry")
     assert (await reader.ranks(query=q, source=SourceKey(doc_id="best")))["fts"] == 1
     assert (await reader.ranks(query=q, source=SourceKey(doc_id="mid")))["fts"] == 2
     ranked = await reader.ranks(query=q, source=chunk)  # "other": no query word
     assert "fts" not in ranked and ranked["vector"] >= 1
+    await store.upsert(tenant_id=tenant, document=doc("mid", ["refund"], version="2"))
+    old = await reader.labels(tenant_id=tenant, source=chunk)
+    assert old is not None and not old.current

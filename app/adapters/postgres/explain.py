@@ -29,14 +29,14 @@ from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, Visibility
 from app.core.refs import chunk_ref
 from app.core.retrieval import POOL_MAX
 from app.ports import KnowledgeQuery
-from app.ports_explain import RecordedTurn, SourceKey
+from app.ports_explain import RecordedTurn, SourceKey, SourceLabels
 
 TURN_SQL = """
 SELECT turn_id, key_id, body, recorded FROM manifests
 WHERE tenant_id = :tenant_id AND turn_id = :turn_id
 """
 _LABELS = """c.doc_id, c.version, c.chunk_no, c.tenant_id, c.domain, c.sensitivity, c.trust,
-    c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at"""
+    c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at, c.is_current"""
 # A source: its document's current chunks, or the chunks of the version it names.
 _SOURCE = """c.tenant_id = :tenant_id AND c.doc_id = :doc_id
     AND (CASE WHEN CAST(:version AS text) IS NULL THEN c.is_current
@@ -122,10 +122,13 @@ class PgExplainReader:
         return RecordedTurn(turn_id=row.turn_id, key_id=row.key_id, body=row.body,
                             recorded=row.recorded)
 
-    async def labels(self, *, tenant_id: str, source: SourceKey) -> list[KnowledgeHit]:
+    async def labels(self, *, tenant_id: str, source: SourceKey) -> SourceLabels | None:
         async with self._db.read_tx(tenant_id) as conn:
             rows = await conn.fetch(_S["labels"], _source(tenant_id, source))
-        return [_labels(r) for r in rows]
+        if not rows:
+            return None
+        return SourceLabels(chunks=[_labels(r) for r in rows],
+                            current=any(r.is_current for r in rows))
 
     async def ranks(self, *, query: KnowledgeQuery, source: SourceKey) -> dict[str, int]:
         params = {**visible_params(query), **_source(query.tenant_id, source)}
