@@ -4,7 +4,9 @@ Contract: each case gets fresh tenants (``eval-<run>-<case>-<alias>``) and fresh
 the platform admin token, so a run reads nothing but what its own steps wrote and two runs on
 one server never meet. A configuration (``Config``) changes what every turn asks for
 (``request``: merged into each ``POST /v1/context`` body) and, on an embedded server, how the
-server is started (``env``); ``eval compare`` runs one suite under two of them.
+server is started (``env``); ``eval compare`` runs one suite under two of them. A
+configuration's ``workspace`` (e.g. ``{revision: X}``, comparing two bundle revisions) goes
+only into turns that name a workspace: a turn without a bundle has no revision to pin.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     for k, v in over.items():
         out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
+
+
+def turn_body(body: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """A turn's body under a configuration's ``request``."""
+    if "workspace" not in body:
+        request = {k: v for k, v in request.items() if k != "workspace"}
+    return merge(body, request)
 
 
 def substitute(value: Any, names: dict[str, str]) -> Any:
@@ -176,7 +185,7 @@ class Runner:
         for step in case.steps:
             body = substitute(step.body, table) if step.body is not None else None
             if step.call == "POST /v1/context" and body is not None:
-                body = merge(body, self._config.request)
+                body = turn_body(body, self._config.request)
             r = await client.request(step.method, substitute(step.path, table), json=body,
                                      headers=_bearer(names[f"key:{step.key}"]))
             result = score(step.expect, answer_of(step, r), k=suite.k,
