@@ -302,6 +302,7 @@ class Container:
             embedder=embedder, count_tokens=count, config=pipeline_config(settings, (scan,)),
             retrieval=RetrievalDefaults(
                 knowledge_min=settings.knowledge_k, chunk_tokens=settings.retrieval_chunk_tokens,
+                event_tokens=settings.retrieval_event_tokens,
                 memory=settings.memory_k, session=settings.session_k,
                 floor=settings.relevance_floor),
             history_events=settings.history_turns,

@@ -92,8 +92,10 @@ class Settings(BaseSettings):
     knowledge_k: int = 8
     retrieval_chunk_tokens: int = Field(default=64, ge=1)
     # Transcript hits per ranker from the caller's other sessions, at the smallest budget;
-    # a larger budget reads deeper (app.core.retrieval.budget_depth).
+    # a larger budget reads deeper (app.core.retrieval.budget_depth), in events of
+    # retrieval_event_tokens: a message is a sentence or two, not a chunk.
     session_k: int = 4
+    retrieval_event_tokens: int = Field(default=32, ge=1)
     # What a user states about themselves in a session ("I prefer…") is proposed to the
     # memory write gate in the background (app.service.recall); off: sessions never do.
     session_fact_candidates: bool = True

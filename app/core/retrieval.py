@@ -5,10 +5,11 @@ Contract: a chunk found by several rankers becomes ONE candidate carrying every
 store returned (tenant, ACL, domain, sensitivity, expiry) is carried over unchanged, because
 the permission guard re-checks what the query already pushed down.
 
-``retrieval_plan`` sizes a turn's retrieval by its budget: the knowledge depth is what the
-dynamic section's share can hold (``ceil(share_tokens / chunk_tokens)``, at least the
-server's minimum, at most ``POOL_MAX`` per ranker); a request's ``RetrievalLimits`` replace
-any default (the edge refuses limits above ``POOL_MAX``).
+``retrieval_plan`` sizes a turn's retrieval by its budget: a ranked layer's depth is what the
+dynamic section's share can hold in that layer's items (``ceil(share_tokens / chunk_tokens)``
+for knowledge, ``event_tokens`` for other sessions' events, which are messages, not chunks),
+at least the server's minimum, at most ``POOL_MAX`` per ranker; a request's
+``RetrievalLimits`` replace any default (the edge refuses limits above ``POOL_MAX``).
 
 Knowledge chunks and other sessions' events carry one priority, ``RETRIEVED_PRIORITY``: the
 budget then orders them by the score the relevance guard fused across layers, so what fills
@@ -58,6 +59,7 @@ class RetrievalDefaults:
 
     knowledge_min: int  # the knowledge depth of the smallest budget
     chunk_tokens: int  # a typical chunk's tokens: what one more unit of depth costs
+    event_tokens: int  # a typical session event's (a message's) tokens, the same for events
     memory: int
     session: int
     floor: float
@@ -81,7 +83,7 @@ class RetrievalPlan:
 
 def budget_depth(budget: Budget, dynamic_share: float, *, chunk_tokens: int,
                     minimum: int) -> int:
-    """How many chunk-sized items the dynamic section's share of ``budget`` can hold,
+    """How many items of ``chunk_tokens`` the dynamic section's share of ``budget`` can hold,
     within ``[min(minimum, POOL_MAX), POOL_MAX]``: a ranked layer's depth (knowledge chunks,
     other sessions' events), so a larger budget reads deeper and the budget stage, not a
     constant, decides what fits.
@@ -103,16 +105,15 @@ def retrieval_plan(budget: Budget, dynamic_share: float, asked: RetrievalLimits 
     """The turn's depth per layer: what the request asked, else the budget-sized default."""
     asked = asked or RetrievalLimits()
 
-    def sized(minimum: int) -> int:
-        return budget_depth(budget, dynamic_share, chunk_tokens=defaults.chunk_tokens,
-                            minimum=minimum)
+    def sized(minimum: int, unit: int) -> int:
+        return budget_depth(budget, dynamic_share, chunk_tokens=unit, minimum=minimum)
 
     return RetrievalPlan(
         knowledge=min(POOL_MAX, asked.knowledge if asked.knowledge is not None
-                      else sized(defaults.knowledge_min)),
+                      else sized(defaults.knowledge_min, defaults.chunk_tokens)),
         memory=min(POOL_MAX, asked.memory if asked.memory is not None else defaults.memory),
         session=min(POOL_MAX, asked.session if asked.session is not None
-                    else sized(defaults.session)),
+                    else sized(defaults.session, defaults.event_tokens)),
         floor=asked.min_score if asked.min_score is not None else defaults.floor)
 
 

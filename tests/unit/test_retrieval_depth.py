@@ -5,7 +5,8 @@ from __future__ import annotations
 from app.core.model import Budget, Layer, RetrievalLimits
 from app.core.retrieval import POOL_MAX, RetrievalDefaults, budget_depth, retrieval_plan
 
-DEFAULTS = RetrievalDefaults(knowledge_min=8, chunk_tokens=64, memory=5, session=4, floor=0.15)
+DEFAULTS = RetrievalDefaults(knowledge_min=8, chunk_tokens=64, event_tokens=32, memory=5,
+                             session=4, floor=0.15)
 
 
 def test_depth_is_what_the_dynamic_share_holds_between_the_minimum_and_the_pool() -> None:
@@ -23,9 +24,9 @@ def test_depth_grows_with_the_budget() -> None:
     large = retrieval_plan(Budget(max_tokens=40_000, reserve_output=0), 0.45, None, DEFAULTS)
     assert small.knowledge == 15  # ceil(900 / 64)
     assert large.knowledge == POOL_MAX
-    # Other sessions' events are read as deep as the same share holds (issue 17: not a
-    # constant 4); the memory layer keeps its own bound.
-    assert (small.session, large.session) == (15, POOL_MAX)
+    # Other sessions' events are read as deep as the same share holds in events, which are
+    # messages, smaller than chunks (issue 17: not a constant 4); memories keep their bound.
+    assert (small.session, large.session) == (29, POOL_MAX)  # ceil(900 / 32)
     assert (small.memory, small.floor) == (5, 0.15)
 
 
