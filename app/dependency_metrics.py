@@ -69,6 +69,10 @@ class DependencyMetrics:
             "replica_max_lag_s), unreachable, behind-write (the tenant's latest write not "
             "replayed yet), fence-unknown (Redis did not say). Only with a replica set.",
             ["reason"], registry=r)
+        self.replica_fence_failures = Counter(
+            "ctxgate_replica_fence_failures", "Writes whose read-your-writes fence could not be "
+            "recorded (Redis, or the connection lost after the commit): each waited out "
+            "replica_max_lag_s before answering. Only with a replica set.", registry=r)
         self.breakers = Gauge(
             "ctxgate_compaction_breaker_sessions", "Sessions whose compaction breaker is open "
             "or half_open now, of those this worker served lately (summed over workers).",

@@ -168,6 +168,7 @@ def watch(metrics: Metrics, *, db: Database, findings: FindingsCache, embedder: 
         for reason in REASONS:
             deps.follow(deps.replica_reads.labels(reason=reason),
                         partial(replica.routed.__getitem__, reason))
+        deps.follow(deps.replica_fence_failures, lambda: replica.fence_failures)
     deps.follow_cache("detector", hits=lambda: findings.hits, misses=lambda: findings.misses)
     info = getattr(embedder, "cache_info", None)
     if info is not None:  # the local model caches query vectors; a remote API is not asked
