@@ -89,7 +89,7 @@ class ExplainService:
         found = core.from_manifest(turn.body, ref)
         if found is not None:
             if found.stage is DropLayer.RELEVANCE and scheme == "kb" and turn.recorded:
-                found = await self._with_ranks(principal, turn, parts, found)
+                found = await self._with_ranks(principal, turn, turn.recorded, parts, found)
         else:
             found = await self._reevaluate(principal, turn, scheme, parts, ref)
         return Explained(turn_id=turn_id, ref=ref, explanation=found,
@@ -100,7 +100,7 @@ class ExplainService:
         if turn.recorded is None:
             raise NotExplainable(f"the manifest does not cite {ref!r} and turn "
                                  f"{turn.turn_id!r} recorded no scope to re-evaluate it against")
-        scope = self._scope(principal, turn)
+        scope = self._scope(principal, turn, turn.recorded)
         now = datetime.fromisoformat(str(turn.body["created_at"]))
         if scheme == "kb":
             return await self._knowledge_source(scope, turn, _knowledge_source(parts), ref, now)
@@ -113,10 +113,9 @@ class ExplainService:
         raise NotFound(f"no source {ref!r}")
 
     @staticmethod
-    def _scope(principal: Principal, turn: RecordedTurn) -> Scope:
-        assert turn.recorded is not None
+    def _scope(principal: Principal, turn: RecordedTurn, recorded: dict[str, Any]) -> Scope:
         return core.recorded_scope(tenant_id=principal.tenant_id, key_id=turn.key_id,
-                                   body=turn.body, recorded=turn.recorded)
+                                   body=turn.body, recorded=recorded)
 
     async def _knowledge_source(self, scope: Scope, turn: RecordedTurn, source: SourceKey,
                                 ref: str, now: datetime) -> core.Explanation:
@@ -135,8 +134,9 @@ class ExplainService:
                                     vector_ranked=vector)
 
     async def _with_ranks(self, principal: Principal, turn: RecordedTurn,
-                          parts: tuple[str, ...], found: core.Explanation) -> core.Explanation:
-        scope = self._scope(principal, turn)
+                          recorded: dict[str, Any], parts: tuple[str, ...],
+                          found: core.Explanation) -> core.Explanation:
+        scope = self._scope(principal, turn, recorded)
         now = datetime.fromisoformat(str(turn.body["created_at"]))
         ranks, _ = await self._ranks(scope, turn, _knowledge_source(parts), now)
         best = min(ranks.values()) if ranks else None
