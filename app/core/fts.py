@@ -112,14 +112,22 @@ def query_terms(text: str) -> list[str]:
     """Distinct, escape-free lexemes of a query, in first-seen order."""
     if text.isascii():  # the common case
         return ascii_terms(ascii_words(text.lower()))
+    # ``tokens`` filtered by ``_safe`` part by part, without asking of each token: a CJK
+    # run's bigrams are CJK (safe, never a stop word); an ASCII part's words are safe; the
+    # other parts hold no CJK, so only their words that lowercase to ASCII are safe.
     seen: dict[str, None] = {}
-    for term in tokens(text):
-        if term in _STOP_WORDS or not _safe(term):
-            continue
-        seen.setdefault(term, None)
+    for i, part in enumerate(_CJK_SPLIT.split(text)):
+        if i % 2:
+            seen.update(dict.fromkeys(_bigrams(part)))
+        elif part.isascii():
+            seen.update(dict.fromkeys(w for w in _ASCII_WORD.findall(part.lower())
+                                      if len(w) <= MAX_WORD_CHARS and w not in _STOP_WORDS))
+        else:  # measured before lowercasing, as ``tokens`` does
+            seen.update(dict.fromkeys(t for w in _WORD.findall(part) if len(w) <= MAX_WORD_CHARS
+                                      and (t := w.lower()).isascii() and t not in _STOP_WORDS))
         if len(seen) >= MAX_QUERY_TERMS:
             break
-    return list(seen)
+    return list(seen)[:MAX_QUERY_TERMS]
 
 
 def tsquery(text: str) -> str | None:

@@ -97,13 +97,26 @@ def cited(query: str, hits: Sequence[TranscriptHit], present: Collection[str], *
         ref = session_ref_of.get(h.event.seq)
         if ref is None or ref in present:
             continue
+        # A term of the event's (a lowercased word, or a CJK bigram) is a substring of its
+        # lowercased text: the query terms found there bound the shared count from above,
+        # so an event that cannot be cited even so is not tokenized (most of a long tool
+        # result's terms, for nothing, on most turns of a compacted session).
+        lowered = h.event.content.lower()
+        if not _cited(sum(1 for t in terms if t in lowered), len(terms), cue):
+            continue
         shared = len(terms & tx.content_terms(h.event.content))
-        strong = shared >= UNCUED_MIN_TERMS and shared * 5 >= len(terms) * 3
-        if (cue and shared >= CITED_MIN_TERMS) or strong:
+        if _cited(shared, len(terms), cue):
             # a conclusion is what a message states, not what a tool returned
             scored.append((-shared, h.event.type != "message", -h.event.seq, ref))
     return [ReadBack(reason=CITED_CONCLUSION, ref=ref)
             for *_, ref in sorted(scored)[:MAX_CITED]]
+
+
+def _cited(shared: int, terms: int, cue: bool) -> bool:
+    """Whether an event sharing ``shared`` of the query's ``terms`` subject terms is cited
+    (monotone in ``shared``)."""
+    strong = shared >= UNCUED_MIN_TERMS and shared * 5 >= terms * 3
+    return (cue and shared >= CITED_MIN_TERMS) or strong
 
 
 def reactivated(query: str, approvals: Sequence[str]) -> list[str]:
