@@ -36,7 +36,9 @@ from ctxgate_client.models import (
     Budget,
     Bundle,
     BundleDiff,
+    BundleEvaluation,
     BundleFile,
+    BundleReview,
     BundleRevision,
     Channel,
     Checkpoint,
@@ -441,15 +443,62 @@ class CtxgateClient:
             read=model(Bundle), idempotent=True, body=body(reason=reason)))
 
     def promote_bundle(self, bundle_id: str, *, revision: str,
-                             share: float | None = None, agents: Sequence[str] | None = None
-                             ) -> Channel:
+                             share: float | None = None, agents: Sequence[str] | None = None,
+                             override_reason: str | None = None) -> Channel:
         """POST /v1/bundles/{id}/promote (admin key): make ``revision`` stable, or the canary
-        for ``share`` of sessions and/or the named ``agents``. Retried on 503/429: the same
-        promotion twice leaves the same channel."""
+        for ``share`` of sessions and/or the named ``agents``, if the tenant's release gate
+        passes (else ConflictError: bundle-lint-blocked, bundle-not-approved,
+        bundle-eval-missing, bundle-eval-failed) or with an audited ``override_reason``.
+        Retried on 503/429: the same promotion twice leaves the same channel."""
         cohort = body(share=share, agents=agents) if share is not None or agents else None
         return self._send(Call(
             method="POST", path=path("/v1/bundles/{}/promote", bundle_id), read=model(Channel),
-            idempotent=True, body=body(revision=revision, cohort=cohort)))
+            idempotent=True, body=body(revision=revision, cohort=cohort,
+                                       override_reason=override_reason)))
+
+    def approve_bundle_revision(self, bundle_id: str, revision: str, *,
+                                      note: str | None = None) -> BundleReview:
+        """POST /v1/bundles/{id}/revisions/{rev}/approve (admin or ops key, not the one that
+        registered it). Retried on 503/429: the newest review counts, twice is once."""
+        return self._send(Call(
+            method="POST", path=path("/v1/bundles/{}/revisions/{}/approve", bundle_id,
+                                     revision),
+            read=model(BundleReview), idempotent=True, body=body(note=note)))
+
+    def reject_bundle_revision(self, bundle_id: str, revision: str, *,
+                                     note: str | None = None) -> BundleReview:
+        """POST /v1/bundles/{id}/revisions/{rev}/reject (admin or ops key, not the one that
+        registered it). Retried on 503/429: the newest review counts, twice is once."""
+        return self._send(Call(
+            method="POST", path=path("/v1/bundles/{}/revisions/{}/reject", bundle_id,
+                                     revision),
+            read=model(BundleReview), idempotent=True, body=body(note=note)))
+
+    def record_bundle_evaluation(
+            self, bundle_id: str, revision: str, *, suite: str, suite_version: str,
+            passed: bool, report_sha256: str, metrics: Mapping[str, float | None] | None = None,
+            against_revision: str | None = None) -> BundleEvaluation:
+        """POST /v1/bundles/{id}/revisions/{rev}/evaluations (admin or ops key): a suite's
+        result, e.g. from ``ctxgate eval compare``'s report. Not retried: each call adds a
+        record."""
+        return self._send(Call(
+            method="POST", path=path("/v1/bundles/{}/revisions/{}/evaluations", bundle_id,
+                                     revision),
+            read=model(BundleEvaluation), idempotent=False, body=body(
+                suite=suite, suite_version=suite_version, passed=passed,
+                report_sha256=report_sha256, metrics=dict(metrics or {}),
+                against_revision=against_revision)))
+
+    def shadow_bundle(self, bundle_id: str, *, revision: str | None,
+                            share: float | None = None, agents: Sequence[str] | None = None
+                            ) -> Channel:
+        """POST /v1/bundles/{id}/shadow (admin key): resolve ``revision`` beside the served
+        one on the cohort's turns, recorded in their manifests and never served; ``None`` ends
+        the shadow. Retried on 503/429: the same shadow twice leaves the same channel."""
+        return self._send(Call(
+            method="POST", path=path("/v1/bundles/{}/shadow", bundle_id), read=model(Channel),
+            idempotent=True, body={"revision": revision,
+                                   "cohort": body(share=share, agents=agents)}))
 
     def bundle_diff(self, bundle_id: str, *, from_revision: str, to_revision: str,
                           cwd: str | None = None, session_type: SessionType | None = None
@@ -554,12 +603,16 @@ class CtxgateClient:
             read=model(TenantSettings), idempotent=True))
 
     def put_tenant_settings(self, tenant_id: str, *,
-                                  default_session_visibility: str) -> None:
-        """PUT /v1/admin/tenants/{tenant}/settings: e.g. ``default_session_visibility="all"``
-        lets a new session recall the user's earlier ones (each key's cap still applies)."""
+                                  default_session_visibility: str,
+                                  bundle_release_gate: str | None = None) -> None:
+        """PUT /v1/admin/tenants/{tenant}/settings (replaces them all): e.g.
+        ``default_session_visibility="all"`` lets a new session recall the user's earlier ones
+        (each key's cap still applies); ``bundle_release_gate="full"`` makes promotion need an
+        approval and a passing evaluation (default ``"lint"``)."""
         return self._send(Call(
             method="PUT", path=path("/v1/admin/tenants/{}/settings", tenant_id), read=nothing,
-            idempotent=True, body=body(default_session_visibility=default_session_visibility)))
+            idempotent=True, body=body(default_session_visibility=default_session_visibility,
+                                       bundle_release_gate=bundle_release_gate)))
 
     # --- health -----------------------------------------------------------------------------
 

@@ -162,6 +162,7 @@ class Workspace(In):
     cwd: str | None = None
     session_type: SessionType | None = None
     files: list[str] | None = None
+    revision: str | None = None  # pin one (served, or shadowed for this turn's cohort)
 
 
 class Segment(Out):
@@ -457,7 +458,28 @@ class BundleRevision(Out):
     approval: dict[str, Any] = Field(default_factory=dict)
     compatibility: dict[str, Any] = Field(default_factory=dict)
     lint: list[dict[str, Any]] = Field(default_factory=list)
+    registered_by: str | None = None
     files: list[dict[str, Any]] | None = None
+    review: BundleReview | None = None
+    evaluations: list[BundleEvaluation] | None = None
+
+
+class BundleReview(Out):
+    decision: Literal["approved", "rejected"]
+    reviewer: str
+    note: str | None = None
+    at: str | None = None
+
+
+class BundleEvaluation(Out):
+    suite: str
+    suite_version: str
+    passed: bool
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    against_revision: str | None = None
+    report_sha256: str
+    recorded_by: str
+    at: str | None = None
 
 
 class Channel(Out):
@@ -465,6 +487,9 @@ class Channel(Out):
     canary: str | None = None
     canary_share: float = 0.0
     canary_agents: list[str] = Field(default_factory=list)
+    shadow: str | None = None
+    shadow_share: float = 0.0
+    shadow_agents: list[str] = Field(default_factory=list)
 
 
 class Bundle(Out):
@@ -544,6 +569,7 @@ class EmbeddingsReport(Out):
 
 class TenantSettings(Out):
     default_session_visibility: str
+    bundle_release_gate: str = "lint"
 
 
 class Health(Out):
