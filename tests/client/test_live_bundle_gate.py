@@ -41,6 +41,6 @@ async def test_a_full_gate_release(connect: Connect, admin: AsyncCtxgateClient,
         workspace={"bundle_id": BUNDLE, "revision": "2"})
     assert turn.manifest.bundle is not None and turn.manifest.bundle["revision"] == "2"
     assert (await owner.shadow_bundle(BUNDLE, revision=None)).shadow is None
-    rev = await ops.get_bundle_revision(BUNDLE, "1")
-    assert rev.review is not None and rev.evaluations is not None
-    assert [e.suite for e in rev.evaluations] == ["starter"]
+    one = await ops.get_bundle_revision(BUNDLE, "1")
+    assert one.review is not None and one.evaluations is not None
+    assert [e.suite for e in one.evaluations] == ["starter"]
