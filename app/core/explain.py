@@ -18,7 +18,8 @@ Contract (pure, no I/O; the service gathers the inputs):
 * ``not_a_candidate(ranks, depth)``: a readable source that was not retrieved, with the
   ranks the rankers give it now for the recorded query.
 * ``permission_counts(scope, withheld, drops, now)``: the per-label counts a turn writes to
-  the audit log (no refs, no content).
+  the audit log (no refs, no content); ``audit_ref(drop)``: the ref a pipeline permission
+  drop's own record may carry (never another tenant's).
 * ``record_scope`` / ``recorded_scope``: what a turn keeps to be explained later (its scope
   beyond the manifest's columns, and its query) and the ``Scope`` rebuilt from it.
 
@@ -231,6 +232,13 @@ def _rank_reason(best: int | None, depth: int | None) -> str:
         return f"its best rank {best} is past the turn's depth {depth}"
     return (f"it ranks {best} now, within the turn's depth {depth}: it changed since the "
             "turn, or another layer's rows took its place")
+
+
+def audit_ref(drop: Drop) -> str | None:
+    """The ref a permission drop's audit record may hold: none for a candidate of another
+    tenant or of no tenant (``dropped.permission.tenant``) — a tenant's audit log never
+    names another tenant's source, even when a store returned one by mistake."""
+    return None if drop.type == "dropped.permission.tenant" else drop.ref
 
 
 def permission_counts(scope: Scope, withheld: Iterable[Candidate], drops: Iterable[Drop],

@@ -32,7 +32,7 @@ from app.core.candidates import query_candidate, task_state_candidates
 from app.core.compile import stable_prefix_with
 from app.core.conflicts import find_conflicts
 from app.core.errors import Conflict, InvalidRequest, StaleRevision
-from app.core.explain import permission_counts, record_scope
+from app.core.explain import audit_ref, permission_counts, record_scope
 from app.core.manifest import build_manifest, envelope_body
 from app.core.model import (
     Assembly,
@@ -387,8 +387,8 @@ class Assembler:
                        assembly: Assembly, replay: bytes | None) -> ManifestWrite:
         audit = [
             AuditRecord(turn_id=stored.turn_id, kind=d.type, principal=principal.key_id,
-                        ref=d.ref, rule=d.reason, detail={"kind": d.kind.value,
-                                                          "user_id": scope.user_id})
+                        ref=audit_ref(d), rule=d.reason,
+                        detail={"kind": d.kind.value, "user_id": scope.user_id})
             for d in assembly.permission_drops
         ]
         audit += _recalled(scope, principal, stored.turn_id, assembly)

@@ -11,6 +11,7 @@ import pytest
 from app.core import explain
 from app.core.budget import allocate
 from app.core.dedupe import dedupe
+from app.core.guards.permission import permission_guard
 from app.core.guards.relevance import relevance_guard
 from app.core.guards.safety import safety_guard
 from app.core.model import (
@@ -156,6 +157,12 @@ def test_permission_counts_per_label_without_refs() -> None:
     counts = explain.permission_counts(scope(), withheld, drops, NOW)
     # the readable row means the SQL and the predicate disagree: counted, never hidden
     assert counts == {"acl": 2, "domain": 1, "owner": 1, "unexplained": 1}
+
+
+def test_audit_records_never_name_another_tenants_ref() -> None:
+    _, drops = permission_guard(scope(), [cand("kb://theirs#v1:c0", tenant_id="t_other"),
+                                          cand("kb://ours#v1:c0", domain="hr")], now=NOW)
+    assert [explain.audit_ref(d) for d in drops] == [None, "kb://ours#v1:c0"]
 
 
 def test_recorded_scope_round_trips() -> None:
