@@ -336,15 +336,30 @@ function renderBundle(m) {
     return;
   }
   const facts = el("dl", { class: "summary" });
-  for (const name of ["bundle_id", "revision", "sha256", "runtime", "rebound_from"]) {
+  for (const name of ["bundle_id", "revision", "sha256", "runtime", "rebound_from", "pinned"]) {
     facts.append(el("dt", {}, name), el("dd", {}, text(b[name])));
   }
-  $("bundle").replaceChildren(facts, table(
+  const parts = [facts, resolvedOrder(b.resolved_order)];
+  const s = b.shadow;
+  if (s) {  // resolved beside the served revision, never served (docs/bundles.md#shadow)
+    const shadow = el("dl", { class: "summary" });
+    for (const [name, value] of [["revision", s.revision], ["sha256", s.sha256],
+      ["stable prefix if served", s.stable_prefix_sha256],
+      ["stable prefix served", m.stable_prefix_sha256]]) {
+      shadow.append(el("dt", {}, name), el("dd", {}, text(value)));
+    }
+    parts.push(el("h3", {}, "shadow (not served)"), shadow, resolvedOrder(s.resolved_order));
+  }
+  $("bundle").replaceChildren(...parts);
+}
+
+function resolvedOrder(files) {
+  return table(
     ["#", "path", "layer", "bytes used", "truncated", "reason", "sha256"],
-    (b.resolved_order || []).map((f, i) => el("tr", {}, el("td", { class: "num" }, String(i + 1)),
+    (files || []).map((f, i) => el("tr", {}, el("td", { class: "num" }, String(i + 1)),
       el("td", {}, el("code", {}, text(f.path))), el("td", {}, text(f.layer)),
       el("td", { class: "num" }, text(f.bytes_used)), el("td", {}, text(f.truncated)),
-      el("td", {}, text(f.reason)), el("td", {}, el("code", {}, text(f.sha256)))))));
+      el("td", {}, text(f.reason)), el("td", {}, el("code", {}, text(f.sha256))))));
 }
 
 function renderValidation(m) {
