@@ -52,9 +52,21 @@ CHECK_TYPES: tuple[str, ...] = (
 )
 
 
-def _check(type_: str, texts: Sequence[str], contents: Sequence[str]) -> tuple[Check, list[str]]:
+# Joins the segments' contents for one substring search per text: a text without it cannot
+# match across two segments, so found in the join is found in one segment.
+_SEP = "\0"
+
+
+def _present(text: str, joined: str, contents: Sequence[str]) -> bool:
+    if _SEP in text:
+        return any(text in c for c in contents)
+    return text in joined
+
+
+def _check(type_: str, texts: Sequence[str], contents: Sequence[str], joined: str
+           ) -> tuple[Check, list[str]]:
     wanted = [t for t in texts if t]
-    missing_at = [i for i, t in enumerate(wanted, 1) if not any(t in c for c in contents)]
+    missing_at = [i for i, t in enumerate(wanted, 1) if not _present(t, joined, contents)]
     if not missing_at:
         return Check(type=type_, ok=True), []
     where = ", ".join(f"#{i}" for i in missing_at)
@@ -68,13 +80,14 @@ def validate(envelope: Envelope, *, checkpoint: TaskCheckpoint | None) -> Valida
             checks=tuple(Check(type=t, ok=True, detail="no task checkpoint") for t in CHECK_TYPES)
         )
     contents = [s.content for s in envelope.segments]
-    goal, m_goal = _check(CHECK_TYPES[0], [checkpoint.goal], contents)
-    approvals, m_appr = _check(CHECK_TYPES[1], checkpoint.pending_approvals, contents)
+    joined = _SEP.join(contents)
+    goal, m_goal = _check(CHECK_TYPES[0], [checkpoint.goal], contents, joined)
+    approvals, m_appr = _check(CHECK_TYPES[1], checkpoint.pending_approvals, contents, joined)
     kept, older = held(checkpoint.constraints)
-    constraints, m_cons = _check(CHECK_TYPES[2], [c.text for c in kept], contents)
+    constraints, m_cons = _check(CHECK_TYPES[2], [c.text for c in kept], contents, joined)
     cited = [d for d in checkpoint.accepted_decisions if "[constraint:" in d]
     evidence, m_evid = _check(CHECK_TYPES[3], [*checkpoint.verified_evidence, *cited,
-                                               *(c.text for c in older)], contents)
+                                               *(c.text for c in older)], contents, joined)
     return ValidationResult(
         checks=(goal, approvals, constraints, evidence),
         missing_required=(*m_goal, *m_appr, *m_cons),
