@@ -1,7 +1,7 @@
 """Stage 5 — dedupe: the same fact from several sources enters the envelope once.
 
-Contract: ``dedupe(candidates)`` groups candidates by the sha256 of their normalized content
-(whitespace collapsed, casefolded). In each group one candidate is kept, chosen by:
+Contract: ``dedupe(candidates)`` groups candidates by their normalized content (whitespace
+collapsed, casefolded). In each group one candidate is kept, chosen by:
 
 1. ``never_compress`` first — pinned content is never deduped away for unpinned content;
 2. the best ``TRUST_RANK`` (most authoritative source);
@@ -17,7 +17,6 @@ said it twice), and dropping one half of a tool_call/tool_result pair would corr
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -25,8 +24,9 @@ from app.core.model import TRUST_RANK, Candidate, Drop, DropLayer, Section
 
 
 def content_key(content: str) -> str:
-    normalized = " ".join(content.split()).casefold()
-    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+    # The normalized text itself: the groups live for one call, so a digest of it would only
+    # add an encode and a sha256 per candidate (a quarter of the stage).
+    return " ".join(content.split()).casefold()
 
 
 def _observed(value: datetime | None) -> tuple[int, float]:
@@ -46,6 +46,8 @@ def dedupe(candidates: Iterable[Candidate]) -> tuple[list[Candidate], list[Drop]
             groups.setdefault(content_key(c.content), []).append(c)
     losers: dict[int, str] = {}  # id(candidate) -> kept ref
     for group in groups.values():
+        if len(group) == 1:  # most: nothing to choose between
+            continue
         keep = min(group, key=_rank)
         for c in group:
             if c is not keep:
