@@ -350,7 +350,8 @@ class Container:
             manifests=mstore,
             audit=PgAuditLog(db), assembler=assembler, compactions=compaction_svc,
             explain=ExplainService(
-                turns=explained, knowledge=explained, memories=PgMemoryStore(db, space=space),
+                turns=explained, knowledge=explained, documents=kstore,
+                memories=PgMemoryStore(db, space=space),
                 sessions=archive, reach=explained, tasks=PgTaskStore(db), embedder=embedder,
                 clock=partial(datetime.now, UTC)),
             erasures=erasure_svc,

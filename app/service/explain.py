@@ -5,7 +5,8 @@ or raises a domain error:
 
 * ``NotFound`` — no such turn in the key's tenant, a turn of another runtime key, or a source
   the manifest does not cite and the tenant does not hold (another tenant's source reads as
-  missing: every lookup is bounded to the turn's tenant);
+  missing: every lookup is bounded to the turn's tenant), or a document beyond the calling
+  key's own bounds (data level, domains: absent, as in document management);
 * ``ForbiddenScope`` — a runtime key asking about its own turn (explain is for ops and admin
   keys: it names sources the turn's user may not read);
 * ``InvalidRequest`` — ``ref`` is not a ref; ``NotExplainable`` — the manifest does not cite
@@ -31,7 +32,14 @@ from app.core.errors import ForbiddenScope, InvalidRequest, NotExplainable, NotF
 from app.core.model import DropLayer, Principal, Role, Scope
 from app.core.refs import event_seq, parse_ref
 from app.core.retrieval import knowledge_candidates, pinned_candidates
-from app.ports import Embedder, KnowledgeQuery, MemoryStore, SessionArchive, TaskStore
+from app.ports import (
+    Embedder,
+    KnowledgeQuery,
+    KnowledgeStore,
+    MemoryStore,
+    SessionArchive,
+    TaskStore,
+)
 from app.ports_explain import (
     KnowledgeProbe,
     RecordedTurn,
@@ -39,6 +47,7 @@ from app.ports_explain import (
     SourceKey,
     TurnRecords,
 )
+from app.service.knowledge import bounds
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,10 +73,12 @@ def _knowledge_source(parts: tuple[str, ...]) -> SourceKey:
 
 class ExplainService:
     def __init__(self, *, turns: TurnRecords, knowledge: KnowledgeProbe,
-                 memories: MemoryStore, sessions: SessionArchive, reach: SessionReach,
-                 tasks: TaskStore, embedder: Embedder, clock: Callable[[], datetime]) -> None:
+                 documents: KnowledgeStore, memories: MemoryStore, sessions: SessionArchive,
+                 reach: SessionReach, tasks: TaskStore, embedder: Embedder,
+                 clock: Callable[[], datetime]) -> None:
         self._turns = turns
         self._knowledge = knowledge
+        self._documents = documents
         self._reach = reach
         self._memories = memories
         self._sessions = sessions
@@ -103,7 +114,12 @@ class ExplainService:
         scope = self._scope(principal, turn, turn.recorded)
         now = datetime.fromisoformat(str(turn.body["created_at"]))
         if scheme == "kb":
-            return await self._knowledge_source(scope, turn, _knowledge_source(parts), ref, now)
+            source = _knowledge_source(parts)
+            # Beyond the caller's own bounds a document is absent, as in document management.
+            if await self._documents.get_document(bounds=bounds(principal),
+                                                  doc_id=source.doc_id) is None:
+                raise NotFound(f"no source {ref!r}")
+            return await self._knowledge_source(scope, turn, source, ref, now)
         if scheme == "mem":
             return await self._memory(scope, parts[0], ref, now)
         if scheme == "session":

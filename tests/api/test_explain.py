@@ -114,6 +114,18 @@ async def test_turns_that_are_not_the_callers_are_404(
     assert bad.status_code == 422
 
 
+async def test_a_document_beyond_the_ops_keys_own_bounds_is_absent(
+        client: httpx.AsyncClient, keys: dict[str, str], make_key: KeyMaker,
+        tenant: str) -> None:
+    await ingest(client, keys["rt"], "conf", "Why the refund call can time out, in depth.",
+                 sensitivity="confidential")
+    await assembled(client, keys["rt"], "turn-i")  # an internal turn
+    wide = (await explain(client, keys["ops"], "turn-i", "kb://conf")).json()
+    assert (wide["stage"], wide["detail"]["label"]) == ("permission", "data_level"), wide
+    narrow = await make_key(tenant, "ops", max_data_level="internal")
+    assert (await explain(client, narrow, "turn-i", "kb://conf")).status_code == 404
+
+
 async def test_a_tight_budget_drop_names_section_and_shortfall(
         client: httpx.AsyncClient, keys: dict[str, str]) -> None:
     await assembled(client, keys["rt"], "turn-d",

@@ -9,7 +9,7 @@ import pytest
 
 from app.core.errors import ForbiddenScope, InvalidRequest, NotExplainable, NotFound
 from app.core.model import DataLevel, Principal, Role
-from app.ports import Embedder, MemoryStore, SessionArchive, TaskStore
+from app.ports import Embedder, KnowledgeStore, MemoryStore, SessionArchive, TaskStore
 from app.ports_explain import KnowledgeProbe, RecordedTurn, SessionReach
 from app.service.explain import ExplainService
 
@@ -41,6 +41,7 @@ def service(recorded: dict[str, Any] | None = None) -> ExplainService:
     other = Untouched()
     return ExplainService(
         turns=Turns(recorded), knowledge=cast(KnowledgeProbe, other),
+        documents=cast(KnowledgeStore, other),
         memories=cast(MemoryStore, other), sessions=cast(SessionArchive, other),
         reach=cast(SessionReach, other), tasks=cast(TaskStore, other),
         embedder=cast(Embedder, other), clock=lambda: NOW)
