@@ -27,6 +27,7 @@ from app.api.schemas import (
     SessionType,
     ShadowIn,
 )
+from app.core.model import Role
 from app.core.registry import BundleRevision, Channel
 from app.core.release_gate import Decision, GateRecord
 
@@ -36,14 +37,17 @@ BundleId = Annotated[Id, Path()]
 Revision = Annotated[Id, Path()]
 
 
-def _out(rev: BundleRevision, *, record: GateRecord | None = None) -> BundleRevisionOut:
-    """A revision; with its ``record`` (the revision GET): its files, review, evaluations."""
+def _out(rev: BundleRevision, *, record: GateRecord | None = None, excerpts: bool = True
+         ) -> BundleRevisionOut:
+    """A revision; with its ``record`` (the revision GET): its files, review, evaluations.
+    Without ``excerpts`` its lint records lose the line of rule text they quote."""
     files = record is not None
     return BundleRevisionOut(
         bundle_id=rev.bundle_id, revision=rev.revision, runtime=rev.runtime, sha256=rev.sha256,
         revoked=rev.revoked, created_at=rev.created_at, source=dict(rev.source),
         declared_scope=list(rev.declared_scope), approval=dict(rev.approval),
-        compatibility=dict(rev.compatibility), lint=[dict(x) for x in rev.lint],
+        compatibility=dict(rev.compatibility),
+        lint=[{k: v for k, v in x.items() if excerpts or k != "excerpt"} for x in rev.lint],
         registered_by=rev.registered_by,
         files=[{"path": f.path, "sha256": f.sha256, "content": f.content} for f in rev.files]
         if files else None,
@@ -177,5 +181,8 @@ async def get_bundle(bundle_id: BundleId, principal: ReaderDep, container: Conta
                      ) -> BundleOut:
     revisions, channel = await container.bundles.overview(tenant_id=principal.tenant_id,
                                                           bundle_id=bundle_id)
-    return BundleOut(bundle_id=bundle_id, revisions=[_out(r) for r in revisions],
+    # A runtime key reads a revision's text only by being served it (docs/bundles.md).
+    excerpts = principal.role is not Role.RUNTIME
+    return BundleOut(bundle_id=bundle_id, revisions=[_out(r, excerpts=excerpts)
+                                                     for r in revisions],
                      channel=_channel(channel))
