@@ -163,7 +163,8 @@ async def test_adapter_sql_alone_isolates_tenants(
         (knowledge.SEARCH_TEXT_SQL, {**visible, "tsquery": "refund | timeout"}),
         (manifests.GET_SQL, {"tenant_id": tenant, "turn_id": "turn-1"}),
         (manifests.LIST_SQL, {"tenant_id": tenant, "session_id": None, "task_id": None,
-                              "before": None, "limit": 50}),
+                              "key_id": None, "before": None, "after_at": None,
+                              "after_id": None, "limit": 50}),
         (AUDIT_LIST_SQL, {"tenant_id": tenant, "limit": 50}),
     ]
     async with owner.connect() as conn:
