@@ -4,6 +4,11 @@ Without ``--url`` the suite runs on embedded stores and a ``ctxgate serve`` star
 (one per configuration, so a configuration's ``env`` applies); with ``--url`` it runs against
 that server, with the platform admin token from ``--admin-token`` or CTXGATE_ADMIN_TOKEN.
 Exit status: 0 when the run (or the comparison) passes, 1 when it fails.
+
+``compare --record BUNDLE@REVISION`` also records the comparison as an evaluation of that
+bundle revision (B, against ``--against``, A) on the server at ``--record-url`` (default:
+``--url``) with the admin or ops key in CTXGATE_API_KEY: passed or not, it is what the
+tenant's release gate reads (docs/bundles.md).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import os
 import sys
 from collections.abc import Iterator
@@ -39,6 +45,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     compare.add_argument("suite")
     compare.add_argument("--a", type=Path, required=True, help="configuration A (YAML)")
     compare.add_argument("--b", type=Path, required=True, help="configuration B (YAML)")
+    compare.add_argument("--record", metavar="BUNDLE@REVISION",
+                         help="record the result as an evaluation of this bundle revision "
+                              "(B's), with the key in CTXGATE_API_KEY")
+    compare.add_argument("--against", metavar="REVISION",
+                         help="with --record: the revision A pinned (the live one)")
+    compare.add_argument("--record-url", help="with --record: the bundle's server (default: "
+                                              "--url)")
     for p in (run, compare):
         p.add_argument("--url", help="a running server (default: embedded, started here)")
         p.add_argument("--admin-token", help="its platform admin token (default: "
@@ -102,12 +115,47 @@ def cmd_run(args: argparse.Namespace) -> None:
     sys.exit(0 if data["passed"] else 1)
 
 
+def _record_target(args: argparse.Namespace) -> tuple[str, str, str, str] | None:
+    """(server, key, bundle id, revision) for ``--record``, checked before the runs."""
+    if not args.record:
+        return None
+    bundle_id, _, revision = args.record.rpartition("@")
+    url, key = args.record_url or args.url, os.environ.get("CTXGATE_API_KEY")
+    if not bundle_id or not revision:
+        raise SystemExit("--record takes BUNDLE@REVISION")
+    if not url or not key:
+        raise SystemExit("--record needs --record-url (or --url) and CTXGATE_API_KEY")
+    return url, key, bundle_id, revision
+
+
+def _record(target: tuple[str, str, str, str], against: str | None, data: dict[str, Any],
+            report_json: bytes) -> None:
+    from ctxgate_client import CtxgateClient, CtxgateError
+
+    url, key, bundle_id, revision = target
+    try:
+        with CtxgateClient(url, key) as client:
+            client.record_bundle_evaluation(
+                bundle_id, revision, suite=data["b"]["suite"]["name"],
+                suite_version=data["b"]["suite"]["version"], passed=data["passed"],
+                report_sha256=hashlib.sha256(report_json).hexdigest(),
+                metrics=data["b"]["metrics"], against_revision=against)
+    except CtxgateError as exc:
+        raise SystemExit(f"ctxgate eval compare: recording the evaluation failed: {exc}"
+                         ) from exc
+    print(f"recorded: {bundle_id}@{revision} "
+          f"{'passed' if data['passed'] else 'failed'} against {against or 'nothing'}")
+
+
 def cmd_compare(args: argparse.Namespace) -> None:
     suite, a, b = load(args.suite), _config(args.a), _config(args.b)
+    target = _record_target(args)
     with _servers(args, [a, b]) as [(base_a, token_a), (base_b, token_b)]:
         ra, rb = _run(suite, base_a, token_a, a), _run(suite, base_b, token_b, b)
     data = report.compare_json(ra, rb)
     _write(args.out, data, report.compare_html(data))
+    if target is not None:
+        _record(target, args.against, data, (args.out / "report.json").read_bytes())
     for row in data["deltas"]:
         mark = "REGRESSION" if row["regression"] else ""
         print(f"{row['metric']:<24} A={row['a']!s:<8} B={row['b']!s:<8} "

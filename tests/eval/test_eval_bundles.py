@@ -5,12 +5,17 @@ bundle revision")."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 
+from app.cli import main
 from app.evaluation import report
 from app.evaluation.runner import Config, Runner
 from app.evaluation.suite import Suite
@@ -27,7 +32,7 @@ def _register(revision: str, text: str) -> dict[str, Any]:
         "files": [{"path": "AGENTS.md", "content": f"# Payments\n{text}\n"}]}}
 
 
-SUITE = Suite.model_validate({
+SUITE_DATA: dict[str, Any] = {
     "format": "ctxgate-eval/1", "name": "bundle-rules", "version": "1",
     "cases": [{
         "id": "the-retry-rule-reaches-the-turn", "set": "facts",
@@ -47,7 +52,8 @@ SUITE = Suite.model_validate({
             # No workspace: the configuration's revision is not forced into it.
             {"key": "rt", "call": "POST /v1/context", "body": {
                 "user_id": "u", "query": "anything else?", "budget": {"max_tokens": 2000}}},
-        ]}]})
+        ]}]}
+SUITE = Suite.model_validate(SUITE_DATA)
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +84,39 @@ async def test_a_revision_neither_served_nor_shadowed_cannot_be_pinned(live_url:
     turn = got.cases[0].steps[3][1]
     assert ("status 403 is 2xx", False) in turn.checks
     assert not got.passed
+
+
+def test_compare_records_its_result_on_the_candidate_revision(
+        live_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundle's own tenant (not the run's fresh ones) gets the evaluation the full gate
+    reads, failed as it is, naming the report by its hash."""
+    tenant = f"evalrec-{uuid.uuid4().hex[:8]}"
+    with httpx.Client(base_url=live_url) as c:
+        made = c.post("/v1/admin/keys", headers={"Authorization": f"Bearer {TOKEN}"},
+                      json={"tenant_id": tenant, "role": "admin"})
+        key = made.json()["api_key"]
+        for step in SUITE_DATA["cases"][0]["steps"][:2]:
+            assert c.post("/v1/bundles", headers={"Authorization": f"Bearer {key}"},
+                          json=step["body"]).status_code == 201
+    files = {}
+    for name, data in (("suite", SUITE_DATA), ("a", {"request": {"workspace": {
+            "revision": "good"}}}), ("b", {"request": {"workspace": {"revision": "worse"}}})):
+        files[name] = tmp_path / f"{name}.yaml"
+        files[name].write_bytes(orjson.dumps(data))  # JSON is YAML
+    monkeypatch.setenv("CTXGATE_API_KEY", key)
+    with pytest.raises(SystemExit) as done:
+        main(["eval", "compare", str(files["suite"]), "--a", str(files["a"]), "--b",
+              str(files["b"]), "--url", live_url, "--admin-token", TOKEN,
+              "--out", str(tmp_path / "out"), "--record", "payments-rules@worse",
+              "--against", "good"])
+    assert done.value.code == 1
+    assert "recorded: payments-rules@worse failed against good" in capsys.readouterr().out
+    with httpx.Client(base_url=live_url) as c:
+        rev = c.get("/v1/bundles/payments-rules/revisions/worse",
+                    headers={"Authorization": f"Bearer {key}"}).json()
+    [evaluation] = rev["evaluations"]
+    sha = hashlib.sha256((tmp_path / "out" / "report.json").read_bytes()).hexdigest()
+    assert (evaluation["suite"], evaluation["passed"], evaluation["against_revision"],
+            evaluation["report_sha256"]) == ("bundle-rules", False, "good", sha)
+    assert evaluation["metrics"]["case_pass_rate"] == 0.0
