@@ -103,6 +103,9 @@ async def test_a_turn_end_to_end(connect: Connect, keys: dict[str, str]) -> None
     assert "turn-a1" in [m.turn_id for m in listed.manifests]
     audit = await connect(keys["ops"]).list_audit(turn_id="turn-a1", limit=10)
     assert isinstance(audit.records, list)
+    seen = manifest.segments[0]["ref"]
+    why = await connect(keys["ops"]).explain("turn-a1", seen)
+    assert (why.turn_id, why.ref, why.outcome, why.stage) == ("turn-a1", seen, "included", None)
 
 
 async def test_memories(connect: Connect, keys: dict[str, str]) -> None:

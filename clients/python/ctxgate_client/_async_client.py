@@ -58,6 +58,7 @@ from ctxgate_client.models import (
     Event,
     EventsAppended,
     EventsPage,
+    Explanation,
     Health,
     IngestJob,
     KeyCreated,
@@ -526,6 +527,13 @@ class AsyncCtxgateClient:
             method="GET", path="/v1/manifests", read=model(ManifestList), idempotent=True,
             params={"session_id": session_id, "task_id": task_id, "limit": limit,
                     "before": before, "cursor": cursor}))
+
+    async def explain(self, turn_id: str, ref: str) -> Explanation:
+        """GET /v1/manifests/{turn_id}/explain (ops or admin key): which stage kept ``ref``
+        out of the turn, and why, or that it was never a candidate."""
+        return await self._send(Call(
+            method="GET", path=path("/v1/manifests/{}/explain", turn_id),
+            read=model(Explanation), idempotent=True, params={"ref": ref}))
 
     async def list_audit(self, *, turn_id: str | None = None, limit: int | None = None
                          ) -> AuditList:

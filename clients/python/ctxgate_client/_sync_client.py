@@ -59,6 +59,7 @@ from ctxgate_client.models import (
     Event,
     EventsAppended,
     EventsPage,
+    Explanation,
     Health,
     IngestJob,
     KeyCreated,
@@ -527,6 +528,13 @@ class CtxgateClient:
             method="GET", path="/v1/manifests", read=model(ManifestList), idempotent=True,
             params={"session_id": session_id, "task_id": task_id, "limit": limit,
                     "before": before, "cursor": cursor}))
+
+    def explain(self, turn_id: str, ref: str) -> Explanation:
+        """GET /v1/manifests/{turn_id}/explain (ops or admin key): which stage kept ``ref``
+        out of the turn, and why, or that it was never a candidate."""
+        return self._send(Call(
+            method="GET", path=path("/v1/manifests/{}/explain", turn_id),
+            read=model(Explanation), idempotent=True, params={"ref": ref}))
 
     def list_audit(self, *, turn_id: str | None = None, limit: int | None = None
                          ) -> AuditList:

@@ -240,6 +240,18 @@ class AuditList(Out):
     records: list[dict[str, Any]]
 
 
+class Explanation(Out):
+    """Why one source did or did not reach a turn (``GET /v1/manifests/{id}/explain``)."""
+
+    turn_id: str
+    ref: str
+    outcome: Literal["included", "dropped", "not_a_candidate"]
+    stage: Literal["permission", "safety", "relevance", "dedupe", "budget"] | None = None
+    reason: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+    evaluated_at: str
+
+
 # --- tasks ----------------------------------------------------------------------------------
 
 class Constraint(In):
