@@ -33,6 +33,7 @@ Timings use the injected ``clock`` (seconds, e.g. ``time.perf_counter``); withou
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -143,7 +144,28 @@ def _attempt(run: _Run, pinned: frozenset[str]) -> _Outcome:
 
 
 def _holders(run: _Run, texts: Sequence[str]) -> frozenset[str]:
-    return frozenset(ref for ref, c in run.originals.items() if any(t in c.content for t in texts))
+    """The refs of the originals holding any of ``texts`` verbatim: each text is found in
+    their contents joined by NUL (no match of a text without NUL spans two of them), from
+    one holder to the next, not asked of every candidate in turn."""
+    if not texts or not run.originals:
+        return frozenset()
+    refs = list(run.originals)
+    contents = [run.originals[r].content for r in refs]
+    starts = [0]
+    for c in contents:
+        starts.append(starts[-1] + len(c) + 1)
+    joined = "\0".join(contents)
+    found: set[str] = set()
+    for t in texts:
+        if "\0" in t:
+            found.update(r for r, c in zip(refs, contents, strict=True) if t in c)
+            continue
+        at = joined.find(t)
+        while at != -1:
+            i = bisect_right(starts, at) - 1
+            found.add(refs[i])
+            at = joined.find(t, starts[i + 1])
+    return frozenset(found)
 
 
 def _fit(run: _Run, max_attempts: int) -> tuple[_Outcome, int]:
