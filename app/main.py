@@ -253,7 +253,7 @@ class Container:
             pins=RedisPinSnapshots(redis, prefix=settings.redis_prefix,
                                    ttl_s=settings.session_tail_ttl_s),
             k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
-            count_tokens=count, injection=INJECTION_DETECTORS)
+            count_tokens=count, injection=INJECTION_DETECTORS, metrics=metrics)
         archive = PgSessionArchive(db)
         recall = SessionRecall(archive=archive, embedder=embedder,
                                memories=memory_svc if settings.session_fact_candidates

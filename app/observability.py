@@ -123,6 +123,14 @@ class Metrics:
             "ctxgate_compaction_breaker_open",
             "Turns served the uncompressed reference view because the compaction breaker "
             "was open.", registry=r)
+        self.memory_decisions = Counter(
+            "ctxgate_memory_decisions", "Memory write gate decisions, per decision and its "
+            "stable type (memory.secret, memory.injection, ...).", ["decision", "type"],
+            registry=r)
+        self.memory_reviews = Counter(
+            "ctxgate_memory_reviews", "Held memories a person approved or rejected, and "
+            "stored ones a person deleted: the production check on the gate's writes.",
+            ["verdict"], registry=r)
         self.context_actions = Counter(
             "ctxgate_context_actions", "Recorded context actions, per action (pruning, "
             "compaction, archive).", ["action"], registry=r)

@@ -35,6 +35,7 @@ from app.core.memory_gate import (
     statement_terms,
 )
 from app.core.model import DataLevel, MemoryHit, MemoryRecord, MemoryStatus, Principal, Role, Scope
+from app.observability import Metrics
 from app.ports import (
     Embedder,
     Gate,
@@ -56,7 +57,7 @@ class MemoryService:
     def __init__(self, store: MemoryStore, embedder: Embedder, *, secret: Sequence[Detector],
                  pii: Sequence[Detector], pins: PinSnapshots, k: int,
                  default_ttl_days: int, count_tokens: Any,
-                 injection: Sequence[Detector] = ()) -> None:
+                 injection: Sequence[Detector] = (), metrics: Metrics | None = None) -> None:
         self._store = store
         self._embedder = embedder
         self._secret = tuple(secret)
@@ -66,6 +67,7 @@ class MemoryService:
         self._k = k
         self._ttl = timedelta(days=default_ttl_days)
         self._count = count_tokens
+        self._metrics = metrics
 
     async def write(self, *, principal: Principal, write: MemoryWrite
                     ) -> tuple[GateDecision, MemoryRecord | None]:
@@ -79,6 +81,16 @@ class MemoryService:
         statements the gate could store are embedded in one ``embed_passages`` call (none
         left: no call). Then all are stored in one transaction, each gated against the
         records before it (the batch's earlier writes included)."""
+        decided = await self._write_many(principal, writes, embeddings)
+        if self._metrics is not None:
+            for decision, _ in decided:
+                self._metrics.memory_decisions.labels(decision=decision.decision,
+                                                      type=decision.type).inc()
+        return decided
+
+    async def _write_many(self, principal: Principal, writes: Sequence[MemoryWrite],
+                          embeddings: Sequence[Vector | None] | None
+                          ) -> list[tuple[GateDecision, MemoryRecord | None]]:
         now = datetime.now(UTC)
         terms: TermsOf = functools.cache(statement_terms)  # this batch's; dropped with it
         out: list[tuple[GateDecision, MemoryRecord | None] | None] = []
@@ -136,7 +148,12 @@ class MemoryService:
                                         now=datetime.now(UTC))
         if done is None:
             raise Conflict(f"memory is {r.status.value}, not pending")
+        self._review_seen("approved" if approve else "rejected")
         return done
+
+    def _review_seen(self, verdict: str) -> None:
+        if self._metrics is not None:
+            self._metrics.memory_reviews.labels(verdict=verdict).inc()
 
     async def delete(self, *, principal: Principal, memory_id: str, user_id: str | None) -> None:
         r = await self._visible(principal, memory_id, user_id)
@@ -145,6 +162,7 @@ class MemoryService:
         if r.scope_level == "user" and principal.role is Role.RUNTIME and r.user_id != user_id:
             raise NotFound("memory not found")
         await self._store.delete(tenant_id=principal.tenant_id, memory_id=memory_id)
+        self._review_seen("deleted")
 
     async def _visible(self, principal: Principal, memory_id: str, user_id: str | None
                        ) -> MemoryRecord:

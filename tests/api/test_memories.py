@@ -102,6 +102,37 @@ async def test_team_pending_until_approved(client: httpx.AsyncClient, make_key: 
     assert any(mid in s["ref"] for s in after["manifest"]["segments"])
 
 
+
+def _sample(metrics: str, series: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith(series))
+
+
+async def test_gate_decisions_and_reviews_are_exported(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str) -> None:
+    """Production's view of the gate (issue 21.5): decisions by type, and what people later
+    approved, rejected or deleted of its work."""
+    key, admin = await make_key(tenant), await make_key(tenant, "admin")
+    secret = 'ctxgate_memory_decisions_total{decision="rejected",type="memory.secret"}'
+    approved = 'ctxgate_memory_reviews_total{verdict="approved"}'
+    deleted = 'ctxgate_memory_reviews_total{verdict="deleted"}'
+    before = (await client.get("/metrics")).text
+    await post(client, key, mem("my github token is ghp_" + "Zq8x" * 9))
+    held = await post(client, key, mem("Refunds over 500 EUR need a second approver",
+                                       scope={"level": "team", "domain": "payments"},
+                                       origin="team_decision", evidence_ref="adr://p/3"))
+    await client.post(f"/v1/memories/{held.json()['memory']['memory_id']}/approve",
+                      headers=bearer(admin))
+    kept = await post(client, key, mem("Alice reviews refund runbooks on Fridays"))
+    assert kept.status_code == 201, kept.text
+    gone = await client.delete(f"/v1/memories/{kept.json()['memory']['memory_id']}",
+                               headers=bearer(key), params={"user_id": "alice"})
+    assert gone.status_code == 204, gone.text
+    after = (await client.get("/metrics")).text
+    for series in (secret, approved, deleted):
+        assert _sample(after, series) == _sample(before, series) + 1, series
+
+
 async def test_isolation_and_delete(client: httpx.AsyncClient, make_key: KeyMaker,
                                     tenant: str, other_tenant: str) -> None:
     key, other = await make_key(tenant), await make_key(other_tenant)
