@@ -45,6 +45,7 @@ from app.core.compaction.values import (
     SummaryRequest,
     View,
 )
+from app.core.constraint_state import held
 from app.core.model import SessionEvent, TaskCheckpoint
 
 BREAKER_AFTER = THRESHOLD
@@ -138,7 +139,10 @@ def _finish(run: _Run, at: _Attempt, summary: str) -> tuple[Compaction, View, Co
     sticky = find_sticky(run.events, before_seq=compaction.cut_seq)
     view = rebuild(at.checkpoint, summary, compaction.recent, sticky=sticky,
                    session_id=run.origin.session_id, pinned=at.request.pinned)
-    carried = ([c.text for c in at.checkpoint.constraints]
+    # Only what task state holds never-compressed (``held``): the older found constraints ride
+    # in its compressible detail. Demanding all of them pinned every one a long session found
+    # (770 in the bench's 200-turn probe) and grew the never-compressed block to ~46k tokens.
+    carried = ([c.text for c in held(at.checkpoint.constraints)[0]]
                if run.options.summary_carries_constraints and at.cut.older else [])
     return compaction, view, validate_compaction(view, at.checkpoint, at.request.pinned,
                                                  in_summary=carried)
