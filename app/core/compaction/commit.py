@@ -15,9 +15,9 @@ Constraints from every source (``extract``: messages, tool results, and the retr
 ``sources`` the session relied on) are committed with their id (``qualify``); every accepted
 decision that depends on a constraint carries ``[constraint:<id>]`` (old decisions are linked
 to new constraints too). With the turn's ``now``, a constraint whose date has passed is kept
-and asked about (an open question "Re-confirm …"), and one whose deadline date cannot be
-parsed is kept with its flag and asked about as well: neither is dropped, neither is silently
-relied on.
+and asked about (an open question "Re-confirm …", for those task state holds never-compressed,
+``held``), and one whose deadline date cannot be parsed is kept with its flag and asked about
+as well: neither is dropped, neither is silently relied on.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from app.core.compaction import text as tx
 from app.core.compaction.check import contradiction
 from app.core.compaction.extract import Extractor, Source, extract_sources
 from app.core.compaction.qualify import MARKER, link, status, with_id
+from app.core.constraint_state import held
 from app.core.model import Constraint, SessionEvent, TaskCheckpoint, ToolEffect
 
 
@@ -121,7 +122,10 @@ def commit(
         accepted_decisions=_linked([*old.accepted_decisions, *decisions], constraints),
         verified_evidence=tx.dedupe([*old.verified_evidence, *found.evidence]),
         open_questions=tx.dedupe([*old.open_questions, *found.questions, *conflicting,
-                                  *reconfirm_questions(constraints, now)]),
+                                  # held ones only: an older found one's own line in the
+                                  # compressible detail already says EXPIRED, and a question
+                                  # per stale log line outgrew the never-compressed block
+                                  *reconfirm_questions(held(constraints)[0], now)]),
         constraints=constraints,
         pending_approvals=tx.dedupe([*old.pending_approvals, *found.approvals]),
         tool_effects=_union_effects(old.tool_effects, found.effects),
