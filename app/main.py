@@ -63,6 +63,7 @@ from app.core.compaction.breaker import BreakerPolicy
 from app.core.detectors import (
     ALL_DETECTORS,
     INJECTION_DETECTORS,
+    LEARNED_DETECTORS,
     PII_DETECTORS,
     SECRET_DETECTORS,
 )
@@ -253,7 +254,8 @@ class Container:
             pins=RedisPinSnapshots(redis, prefix=settings.redis_prefix,
                                    ttl_s=settings.session_tail_ttl_s),
             k=settings.memory_k, default_ttl_days=settings.memory_default_ttl_days,
-            count_tokens=count, injection=INJECTION_DETECTORS, metrics=metrics)
+            count_tokens=count, injection=INJECTION_DETECTORS, suspect=LEARNED_DETECTORS,
+            metrics=metrics)
         archive = PgSessionArchive(db)
         recall = SessionRecall(archive=archive, embedder=embedder,
                                memories=memory_svc if settings.session_fact_candidates

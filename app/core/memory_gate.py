@@ -1,12 +1,12 @@
 """The long-term memory write gate: should this candidate become a memory, and how?
 
 Contract: ``decide(write, existing=..., secret_detectors=..., pii_detectors=...,
-injection_detectors=..., terms=...)`` is pure (no I/O, no clock): the store passes in the
-live records of the same scope (each with its cosine ``similarity`` to the candidate, when
-embeddings exist). It returns a ``GateDecision`` whose ``type`` is stable. ``terms`` is
-``statement_terms`` or a memo of it: a batch meets the same related records in every write,
-and analysing each statement once per batch instead of once per write took the gate from
-~4 ms to ~0.3 ms a write (100 writes against 50 records). Steps run in this order; the
+injection_detectors=..., suspect_detectors=..., terms=...)`` is pure (no I/O, no clock): the
+store passes in the live records of the same scope (each with its cosine ``similarity`` to the
+candidate, when embeddings exist). It returns a ``GateDecision`` whose ``type`` is stable.
+``terms`` is ``statement_terms`` or a memo of it: a batch meets the same related records in
+every write, and analysing each statement once per batch instead of once per write took the
+gate from ~4 ms to ~0.3 ms a write (100 writes against 50 records). Steps run in this order; the
 first that decides wins:
 
 1. labels          ``memory.missing_label``         owner, source_session; user scope: user_id
@@ -26,13 +26,22 @@ first that decides wins:
                    ``memory.temporary``             temporary paths, one-off debug output
                                                     (stack traces included)
                    ``memory.inference_without_task`` ``model_inference`` needs a ``task_id``
-3. dedupe          ``memory.duplicate``             same normalized statement in the scope, or
+3. suspicion       ``memory.injection_suspected``   a ``suspect_detectors`` finding (the learned
+                                                    injection model, which scores how much a
+                                                    statement reads like orders to the model,
+                                                    not a rule that names an attack): held as
+                                                    a ``hypothesis`` (recalled only inside its
+                                                    task, as inferred content, which the
+                                                    safety guard fences; none: never), so a
+                                                    false alarm costs a fact's authority, not
+                                                    the statement
+4. dedupe          ``memory.duplicate``             same normalized statement in the scope, or
                                                     cosine >= NEAR_DUPLICATE with the same
                                                     value tokens (numbers, versions)
-4. contradiction   ``memory.superseded``            same ``key`` with another statement, or
+5. contradiction   ``memory.superseded``            same ``key`` with another statement, or
                                                     (no key) subject terms overlapping by
                                                     >= SUBJECT_OVERLAP with different values
-5. approval        ``memory.pending_approval``      team scope waits for an admin
+6. approval        ``memory.pending_approval``      team scope waits for an admin
                    ``memory.missing_evidence``      evidence-backed origins need evidence_ref
                    ``memory.accepted``              user scope, user_stated or with evidence
                    ``memory.hypothesis``            model_inference, bound to its task
@@ -243,6 +252,16 @@ def _classify(w: MemoryWrite, secret: Sequence[Detector], pii: Sequence[Detector
     return None
 
 
+def _suspected(w: MemoryWrite, suspect: Sequence[Detector]) -> GateDecision | None:
+    found = sorted({f.type for d in suspect for f in d(w.statement)})
+    if not found:
+        return None
+    where = f"of task {w.task_id}" if w.task_id else "without a task (never recalled)"
+    return GateDecision(decision="hypothesis", type="memory.injection_suspected",
+                        reason=f"detector found {', '.join(found)}: held as a hypothesis "
+                               f"{where}", status=MemoryStatus.HYPOTHESIS)
+
+
 def _comparable(w: MemoryWrite, r: MemoryRecord) -> bool:
     if tentative(w):  # hypotheses only meet hypotheses of the same task
         return r.status is MemoryStatus.HYPOTHESIS and r.task_id == w.task_id
@@ -312,9 +331,10 @@ def _approval(w: MemoryWrite) -> GateDecision:
 
 def decide(w: MemoryWrite, *, existing: Sequence[Existing], secret_detectors: Sequence[Detector],
            pii_detectors: Sequence[Detector], injection_detectors: Sequence[Detector] = (),
+           suspect_detectors: Sequence[Detector] = (),
            terms: TermsOf = statement_terms) -> GateDecision:
     early = (_labels(w) or _classify(w, secret_detectors, pii_detectors, injection_detectors)
-             or _duplicate(w, existing, terms))
+             or _suspected(w, suspect_detectors) or _duplicate(w, existing, terms))
     if early is not None:
         return early
     approval = _approval(w)

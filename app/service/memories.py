@@ -57,12 +57,14 @@ class MemoryService:
     def __init__(self, store: MemoryStore, embedder: Embedder, *, secret: Sequence[Detector],
                  pii: Sequence[Detector], pins: PinSnapshots, k: int,
                  default_ttl_days: int, count_tokens: Any,
-                 injection: Sequence[Detector] = (), metrics: Metrics | None = None) -> None:
+                 injection: Sequence[Detector] = (), suspect: Sequence[Detector] = (),
+                 metrics: Metrics | None = None) -> None:
         self._store = store
         self._embedder = embedder
         self._secret = tuple(secret)
         self._pii = tuple(pii)
         self._injection = tuple(injection)  # a statement giving the model orders: rejected
+        self._suspect = tuple(suspect)  # one that reads like orders (learned): held
         self._pins = pins
         self._k = k
         self._ttl = timedelta(days=default_ttl_days)
@@ -122,7 +124,7 @@ class MemoryService:
         def gate(existing: Sequence[Existing]) -> GateDecision:
             return decide(write, existing=existing, secret_detectors=self._secret,
                           pii_detectors=self._pii, injection_detectors=self._injection,
-                          terms=terms)
+                          suspect_detectors=self._suspect, terms=terms)
         return gate
 
     async def get(self, *, principal: Principal, memory_id: str, user_id: str | None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.core.compaction import text as tx
-from app.core.detectors import ALL_DETECTORS
+from app.core.detectors import ALL_DETECTORS, LEARNED_DETECTORS
 from app.core.detectors.base import PatternDetector, fold_ascii
 from app.core.detectors.confusables import canonical
 from app.core.detectors.injection import INJECTION
@@ -40,6 +40,7 @@ SCANS = [pytest.param(True, id="hyperscan"), pytest.param(False, id="python")]
 
 # the injection family runs as one CanonicalText detector: check its members one by one
 PATTERN_DETECTORS = [m for d in ALL_DETECTORS for m in getattr(d, "members", (d,))]
+(LEARNED,) = LEARNED_DETECTORS
 
 
 def _plain(text: str) -> list[Finding]:
@@ -93,10 +94,12 @@ def test_both_scans_see_the_same_literals() -> None:
 
 def test_every_builtin_detector_is_filtered() -> None:
     """A pattern the reader cannot see into would run on every text: make that visible."""
-    assert Prefiltered(PATTERN_DETECTORS).unfiltered == (BARE_TOKEN.name,)
+    assert Prefiltered(PATTERN_DETECTORS).unfiltered == (BARE_TOKEN.name, LEARNED.name)
     # both filter inside: the injection scanner by its own literals, the bare-token scanner by
-    # one linear pass for 20+ character runs (a generated token has no word to look for)
-    assert set(Prefiltered(ALL_DETECTORS).unfiltered) == {INJECTION.name, BARE_TOKEN.name}
+    # one linear pass for 20+ character runs (a generated token has no word to look for); the
+    # learned injection model scores every text (one pass of dict look-ups, no literal to need)
+    assert set(Prefiltered(ALL_DETECTORS).unfiltered) == {INJECTION.name, BARE_TOKEN.name,
+                                                          LEARNED.name}
 
 
 def test_a_text_without_triggers_runs_no_pattern() -> None:

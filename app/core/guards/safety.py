@@ -24,7 +24,12 @@ section as ``untrusted`` with the meta hint ``quarantined=<types>``, which the r
 Injection findings are ignored on ``system`` and ``reviewed`` content (operator-authored
 instructions legitimately say "you are…" and "call the refund tool") and on the user's own
 query (it is the principal's turn, not third-party data, and it is never dropped); they apply
-to curated memory and session content, evidence, untrusted and inferred content.
+to curated memory and session content, evidence, untrusted and inferred content. Findings of
+a ``DATA_ONLY`` type (``injection.learned``: a model that scores how much a text reads like
+orders to the assistant) apply to low-trust content only (``LOW_TRUST``: knowledge evidence,
+untrusted documents, tool results, hypotheses): a user's own messages and curated memory are
+instructions or facts by nature, and the memory write gate has judged the latter already. They
+are left out where a rule's injection finding already names the attack.
 
 Low-trust content (``untrusted``, ``evidence``, ``inferred``) may never sit in the stable
 section: the stable prefix is cached and read as instructions. Such a candidate is moved to the
@@ -56,9 +61,10 @@ from app.core.redaction import DEFAULT_PROFILE, RedactionProfile
 LOW_TRUST: frozenset[Trust] = frozenset({Trust.UNTRUSTED, Trust.EVIDENCE, Trust.INFERRED})
 INJECTION_EXEMPT: frozenset[Trust] = frozenset({Trust.SYSTEM, Trust.REVIEWED})
 QUARANTINE_META = "quarantined"
+DATA_ONLY: frozenset[str] = frozenset({"injection.learned"})
 
 # Finding and FindingAction live in app.core.model (a session event carries its findings)
-__all__ = ["INJECTION_EXEMPT", "LOW_TRUST", "QUARANTINE_META", "Detector", "Finding",
+__all__ = ["DATA_ONLY", "INJECTION_EXEMPT", "LOW_TRUST", "QUARANTINE_META", "Detector", "Finding",
            "FindingAction", "level_verdict", "safety_guard"]
 
 
@@ -117,9 +123,11 @@ def _decide(c: Candidate, detectors: Sequence[Detector], profile: RedactionProfi
     decided: list[tuple[str, Finding]] = []
     found = (c.scanned.findings if c.scanned is not None and c.scanned.text is c.content
              else [f for d in detectors for f in d(c.content)])
+    if any(_is_injection(f.type) and f.type not in DATA_ONLY for f in found):
+        found = [f for f in found if f.type not in DATA_ONLY]  # a rule named the attack
     for f in sorted(found, key=lambda f: f.start):
         injection = _is_injection(f.type)
-        if injection and exempt:
+        if (injection and exempt) or (f.type in DATA_ONLY and c.trust not in LOW_TRUST):
             continue
         action = profile.action_for(f.type, f.action)
         if action == "quarantine" and not injection:
