@@ -23,8 +23,14 @@ from app.core.detectors import (
     SECRET_DETECTORS,
 )
 from app.core.detectors.injection_weights import MODEL
-from app.core.detectors.learned import LEARNED_TYPE, LearnedInjection, parse_model, score
-from app.core.guards.safety import DATA_ONLY, safety_guard
+from app.core.detectors.learned import (
+    LEARNED_TYPE,
+    MAX_CHARS,
+    LearnedInjection,
+    parse_model,
+    score,
+)
+from app.core.guards.safety import DATA_ONLY, Finding, safety_guard
 from app.core.memory_gate import decide
 from app.core.model import Kind, Section, Trust
 from tests.unit.builders import cand, scope
@@ -91,6 +97,16 @@ def test_a_finding_is_one_span_of_the_text_and_deterministic() -> None:
     manual = "\n".join(c["text"] for c in sample() if not c["injection"])
     (inside,) = LEARNED(manual + "\n" + PARAPHRASE + "\n" + manual)
     assert inside.start > len(manual) - 200
+
+
+def test_a_very_long_text_is_scored_on_its_head_and_tail() -> None:
+    (router,) = [c["text"] for c in sample() if c["id"] == "n00"]  # a how-to
+    padding = (router + "\n") * (MAX_CHARS // len(router) + 1)
+    (order,) = [c["text"] for c in sample() if c["id"] == "p03"]
+    assert LEARNED(padding) == []
+    for text in (order + "\n" + padding, padding + order):
+        assert LEARNED(text) == [Finding(type=LEARNED_TYPE, action="quarantine", start=0,
+                                         end=len(text))]
 
 
 def test_the_weights_are_data_with_a_stable_description() -> None:
