@@ -162,7 +162,8 @@ def payloads(m: Mirror) -> list[str]:
 
 def llmguard(m: Mirror) -> tuple[list[str], list[str]]:
     src = m.show("protectai/llm-guard", "tests/input_scanners/test_prompt_injection.py")
-    pos, neg = [], []
+    pos: list[str] = []
+    neg: list[str] = []
     for node in ast.walk(ast.parse(src)):
         if isinstance(node, ast.Tuple) and len(node.elts) == 4:
             prompt, valid = node.elts[1], node.elts[2]
@@ -379,9 +380,8 @@ def report(scored: list[tuple[Sample, float]], threshold: float) -> dict[str, ob
 
     with_rules = [(s, sc, rules(s.text)) for s, sc in scored]
     out: dict[str, object] = {"threshold": round(threshold, 4)}
-    for name, keep in (("heldout", lambda s: s.source not in EVAL_ONLY),
-                       ("tensortrust", lambda s: s.source in EVAL_ONLY)):
-        part = [x for x in with_rules if keep(x[0])]
+    for name, eval_only in (("heldout", False), ("tensortrust", True)):
+        part = [x for x in with_rules if (x[0].source in EVAL_ONLY) is eval_only]
         pos, neg = [x for x in part if x[0].label], [x for x in part if not x[0].label]
         out[name] = {k: {"recall": rate(pos, k), "fpr": rate(neg, k) if neg else None,
                          "positives": len(pos), "benign": len(neg)}
