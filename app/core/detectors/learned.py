@@ -30,9 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate, islice, pairwise, repeat
 
-from app.core.guards.safety import Finding
+from app.core.guards.safety import LEARNED_INJECTION, Finding
 
-LEARNED_TYPE = "injection.learned"  # in the safety guard's DATA_ONLY: low-trust content only
 TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?"
                    r"|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 SPAN_CHARS = 20_000  # a longer text's finding spans all of it (see LearnedInjection)
@@ -110,7 +109,7 @@ def score(model: LinearModel, text: str) -> float:
 
 
 class LearnedInjection:
-    name = "injection.learned"
+    name = LEARNED_INJECTION  # in the safety guard's DATA_ONLY: low-trust content only
 
     def __init__(self, model: LinearModel) -> None:
         self.model = model
@@ -121,7 +120,7 @@ class LearnedInjection:
             if max(score(self.model, text[:half]), score(self.model, text[-half:])) \
                     < self.model.threshold:
                 return []
-            return [Finding(type=LEARNED_TYPE, action="quarantine", start=0, end=len(text))]
+            return [Finding(type=LEARNED_INJECTION, action="quarantine", start=0, end=len(text))]
         lowered = text.lower()
         toks = TOKEN.findall(lowered)
         best = max(scores(self.model, toks), default=None)
@@ -131,9 +130,9 @@ class LearnedInjection:
         if len(lowered) != len(text) or len(text) > SPAN_CHARS:
             # offsets unknown (lower-casing changed lengths), or costlier to find than they
             # are worth: the guard quarantines the whole candidate either way
-            return [Finding(type=LEARNED_TYPE, action="quarantine", start=0, end=len(text))]
+            return [Finding(type=LEARNED_INJECTION, action="quarantine", start=0, end=len(text))]
         found = list(islice(TOKEN.finditer(lowered), a, b))
-        return [Finding(type=LEARNED_TYPE, action="quarantine", start=found[0].start(),
+        return [Finding(type=LEARNED_INJECTION, action="quarantine", start=found[0].start(),
                         end=found[-1].end())]
 
     def __repr__(self) -> str:  # stable (no address): the findings cache fingerprints it

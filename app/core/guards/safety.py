@@ -61,11 +61,12 @@ from app.core.redaction import DEFAULT_PROFILE, RedactionProfile
 LOW_TRUST: frozenset[Trust] = frozenset({Trust.UNTRUSTED, Trust.EVIDENCE, Trust.INFERRED})
 INJECTION_EXEMPT: frozenset[Trust] = frozenset({Trust.SYSTEM, Trust.REVIEWED})
 QUARANTINE_META = "quarantined"
-DATA_ONLY: frozenset[str] = frozenset({"injection.learned"})
+LEARNED_INJECTION = "injection.learned"  # app.core.detectors.learned's type
+DATA_ONLY: frozenset[str] = frozenset({LEARNED_INJECTION})
 
 # Finding and FindingAction live in app.core.model (a session event carries its findings)
-__all__ = ["DATA_ONLY", "INJECTION_EXEMPT", "LOW_TRUST", "QUARANTINE_META", "Detector", "Finding",
-           "FindingAction", "level_verdict", "safety_guard"]
+__all__ = ["DATA_ONLY", "INJECTION_EXEMPT", "LEARNED_INJECTION", "LOW_TRUST", "QUARANTINE_META",
+           "Detector", "Finding", "FindingAction", "level_verdict", "safety_guard"]
 
 
 class Detector(Protocol):
