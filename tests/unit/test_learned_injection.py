@@ -24,13 +24,12 @@ from app.core.detectors import (
 )
 from app.core.detectors.injection_weights import MODEL
 from app.core.detectors.learned import (
-    LEARNED_TYPE,
     MAX_CHARS,
     LearnedInjection,
     parse_model,
     score,
 )
-from app.core.guards.safety import DATA_ONLY, Finding, safety_guard
+from app.core.guards.safety import DATA_ONLY, LEARNED_INJECTION, Finding, safety_guard
 from app.core.memory_gate import decide
 from app.core.model import Kind, Section, Trust
 from tests.unit.builders import cand, scope
@@ -87,11 +86,11 @@ def test_benign_cases_of_every_labelled_set_stay_unflagged_but_one() -> None:
 
 def test_a_finding_is_one_span_of_the_text_and_deterministic() -> None:
     (f,) = LEARNED(PARAPHRASE)
-    assert (f.type, f.action) == (LEARNED_TYPE, "quarantine")
+    assert (f.type, f.action) == (LEARNED_INJECTION, "quarantine")
     assert 0 <= f.start < f.end <= len(PARAPHRASE)
     assert LEARNED(PARAPHRASE) == [f]
     assert LEARNED("") == [] and LEARNED("!!! ...") == []
-    assert LEARNED_TYPE in DATA_ONLY
+    assert LEARNED_INJECTION in DATA_ONLY
     assert score(MODEL, PARAPHRASE) >= MODEL.threshold
     # One injected paragraph inside a long benign document still stands out (windows).
     manual = "\n".join(c["text"] for c in sample() if not c["injection"])
@@ -105,7 +104,7 @@ def test_a_very_long_text_is_scored_on_its_head_and_tail() -> None:
     (order,) = [c["text"] for c in sample() if c["id"] == "p03"]
     assert LEARNED(padding) == []
     for text in (order + "\n" + padding, padding + order):
-        assert LEARNED(text) == [Finding(type=LEARNED_TYPE, action="quarantine", start=0,
+        assert LEARNED(text) == [Finding(type=LEARNED_INJECTION, action="quarantine", start=0,
                                          end=len(text))]
 
 
@@ -129,7 +128,7 @@ def test_the_guard_quarantines_low_trust_content_only() -> None:
     assert not dropped
     by_ref = {k.ref: k for k in kept}
     for ref in ("t", "d"):
-        assert by_ref[ref].meta_value("quarantined") == LEARNED_TYPE
+        assert by_ref[ref].meta_value("quarantined") == LEARNED_INJECTION
         assert by_ref[ref].section is Section.DYNAMIC
     assert by_ref["u"].meta_value("quarantined") is None
 
