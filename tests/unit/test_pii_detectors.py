@@ -69,7 +69,7 @@ def test_a_megabyte_of_phone_numbers_stays_linear() -> None:
     """Past ``VALIDATIONS`` candidates the rest are masked by shape: a flood of numbers that
     fail every region (the costliest case) is masked whole, in bounded time."""
     text = ("(000) 000-0000 " * 70_000)[:1_000_000]
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded shared machine does not fail a linear scan
     found = PHONE(text)
-    assert time.perf_counter() - start < 4.0
+    assert time.process_time() - start < 4.0
     assert len(found) == 66_666 - VALIDATIONS

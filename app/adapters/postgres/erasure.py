@@ -198,8 +198,10 @@ async def add_counts(conn: Tx, target: ErasureTarget, layer: str,
     tables = dict(old["tables"])
     for name, n in count.tables.items():
         tables[name] = tables.get(name, 0) + n
-    layers[layer] = {"found": old["found"] + count.found, "erased": old["erased"] + count.erased,
-                     "tables": tables}
+    # the rest of the entry (status, verified_remaining) is the last finished check's: a reader
+    # polling mid-attempt sees that, never a layer without a status
+    layers[layer] = {**old, "found": old["found"] + count.found,
+                     "erased": old["erased"] + count.erased, "tables": tables}
     await conn.execute(_S["save"], {**key, "r": dumps(receipt)})
 
 
