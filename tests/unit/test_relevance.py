@@ -2,13 +2,23 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.guards.relevance import noise, relevance_guard, rescaled, rrf
+from app.core.guards.relevance import SEMANTIC_WEIGHT, noise, relevance_guard, rescaled, rrf
 from app.core.model import Candidate, DropLayer, Kind, Layer, Section, Segment
 from tests.unit.builders import cand
 
 
-def test_rrf_fuses_rankers() -> None:
-    kept, _ = relevance_guard([cand(scores=(("fts", 1), ("vector", 3)))], limits={}, floor=0.0)
+def test_judged_layers_fuse_normalized_scores_convexly() -> None:
+    c = cand(content="refund path", scores=(("fts", 1), ("vector", 3)), similarity=0.85)
+    kept, _ = relevance_guard([c], limits={}, floor=0.0, query="refund timeout")
+    # meaning (0.85 - 0.75) / 0.25 = 0.4, words: one of two terms
+    want = SEMANTIC_WEIGHT * 0.4 + (1 - SEMANTIC_WEIGHT) * 0.5
+    assert kept[0].score == pytest.approx(want)
+    assert f"cc {want:.4f} (meaning 0.40, words 0.50; fts#1, vector#3)" in kept[0].reason
+
+
+def test_memories_fuse_ranks() -> None:
+    team = cand("team://m", layer=Layer.TEAM, scores=(("fts", 1), ("vector", 3)))
+    kept, _ = relevance_guard([team], limits={}, floor=0.0)
     assert kept[0].score == pytest.approx(1 / 61 + 1 / 63)
     assert "rrf 0.0323 (fts#1, vector#3)" in kept[0].reason
 
@@ -20,7 +30,6 @@ def test_same_ref_from_two_rankers_is_one_candidate() -> None:
     assert len(kept) == 1
     assert not dropped
     assert kept[0].scores == (("fts", 1), ("vector", 2))
-    assert kept[0].score == pytest.approx(1 / 61 + 1 / 62)
 
 
 def test_a_ranker_delivered_twice_counts_once_with_its_best_rank() -> None:

@@ -6,12 +6,19 @@ similarity_baseline=0.75)``
 * Candidates sharing a ``ref`` are ONE candidate: they are merged first (the first one's
   labels are kept) and their ``(ranker, rank)`` pairs unioned; a ranker listed twice counts once,
   with its best rank, so a duplicate delivery cannot inflate the score.
-* A candidate with scores gets ``score = Σ 1 / (rrf_k + rank)`` (reciprocal rank fusion).
-  The ranks of a judged candidate (knowledge, transcript: ``FLOORED``) are its ranks **across
-  layers** (``across_layers``): each signal's per-layer lists (meaning: ``vector`` and
-  ``transcript_vector``; words: ``fts`` and ``transcript``) are merged into one list, so a
-  chunk and an earlier session's event compete on one relevance scale, not on which store
-  found them. With one layer the ranks are the layer's own.
+* A judged candidate (knowledge, transcript: ``FLOORED``) gets ``score =
+  SEMANTIC_WEIGHT * semantic + (1 - SEMANTIC_WEIGHT) * lexical`` — a convex combination of
+  the two normalized signals its ``relevance`` is made of (below), not of their ranks (Bruch
+  et al. 2022, "An Analysis of Fusion Functions for Hybrid Retrieval": a convex combination
+  of theoretically normalized scores beats reciprocal rank fusion, which throws away how far
+  apart two hits are). Meaning dominates; words add evidence and break near-ties. A hit one
+  ranker did not return has no score from it and contributes 0 there (CombSUM's rule): a
+  full-text-only hit's cosine is unknown, only known to be below its layer's vector hits'.
+  Both signals are
+  absolute for one query and one embedder, so a chunk and an earlier session's event compete
+  on one scale whichever store found them.
+* Any other candidate with scores (memories) gets ``score = Σ 1 / (rrf_k + rank)`` (reciprocal
+  rank fusion: its rankers' ranks carry the staleness penalty).
 * A ranked knowledge or transcript candidate (the layers the budget sizes) gets a
   ``relevance`` in 0..1,
   the better of two signals: lexical, the share of the query's terms its text holds
@@ -23,8 +30,8 @@ similarity_baseline=0.75)``
 * It is ``weak`` (noise, see ``noise``) when the floor barely passed it (``relevance <
   floor + NOISE_MARGIN``) or it shares no query term and its rescaled similarity is below
   ``NOISE_SIMILARITY``.
-* beyond ``limits[layer]`` candidates of its layer, ranked by the fusion of its layer's own
-  ranks desc then ref (a layer's depth is decided within the layer)
+* beyond ``limits[layer]`` candidates of its layer, ranked by score desc, then reciprocal rank
+  fusion of its own ranks (the stores' order, for equal scores), then ref
                                            → ``dropped.relevance.layer_limit``
   A layer absent from ``limits`` is not limited.
 * Candidates without scores (session history, task state, instructions, the query) are not
@@ -36,8 +43,7 @@ Survivors keep their input order; the compiler and the budget do their own order
 from __future__ import annotations
 
 import dataclasses
-import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 from app.core import fts
 from app.core.model import Candidate, Drop, DropLayer, Layer, Segment
@@ -47,10 +53,12 @@ from app.core.model import Candidate, Drop, DropLayer, Layer, Segment
 FLOORED = frozenset({Layer.KNOWLEDGE, Layer.SESSION})
 NOISE_MARGIN = 0.1
 NOISE_SIMILARITY = 0.3
-# What a floored layer's ranker measures. Rankers of one signal are merged across layers by
-# a measure that means the same in every layer (``across_layers``).
-SIGNAL = {"vector": "meaning", "transcript_vector": "meaning",
-          "fts": "words", "transcript": "words"}
+# A judged candidate's score: meaning four parts, words one (module contract). Not tuned on
+# any benchmark: meaning is what a paraphrase shares with its evidence, and words, a
+# handful of query terms, move a score by a fifth of their coverage at most — enough to
+# order near-equal meanings, never enough for a text that shares a word or two and little
+# meaning to pass a close paraphrase.
+SEMANTIC_WEIGHT = 0.8
 
 
 def merge_by_ref(candidates: Iterable[Candidate]) -> list[Candidate]:
@@ -74,62 +82,28 @@ def rrf(scores: Iterable[tuple[str, int]], rrf_k: int) -> float:
     return sum(1.0 / (rrf_k + rank) for rank in best.values())
 
 
-def _scored(c: Candidate, rrf_k: int, fused: tuple[tuple[str, int], ...],
-            judged: tuple[float, bool] | None) -> Candidate:
-    """``c`` with the score of its ``fused`` ranks (its own, or across layers) and, when the
-    floor ``judged`` it, its ``(relevance, weak)``: one copy of the candidate for both (a
-    copy of a ~25-field frozen dataclass is the guard's dearest step at 100+ candidates)."""
-    score = rrf(fused, rrf_k)
+def fused(semantic: float, lexical: float) -> float:
+    """A judged candidate's score from its two normalized signals (module contract)."""
+    return SEMANTIC_WEIGHT * semantic + (1.0 - SEMANTIC_WEIGHT) * lexical
+
+
+def _scored(c: Candidate, rrf_k: int, judged: Judged | None) -> Candidate:
+    """``c`` with its score and, when the floor ``judged`` it, its ``relevance`` and
+    ``weak``: one copy of the candidate for both (a copy of a ~25-field frozen dataclass is
+    the guard's dearest step at 100+ candidates)."""
     ranks = ", ".join(f"{ranker}#{rank}" for ranker, rank in c.scores)
-    moved = [f"{ranker}#{rank}" for ranker, rank in fused if (ranker, rank) not in c.scores]
-    reason = f"rrf {score:.4f} ({ranks}" + (
-        f"; across layers {', '.join(moved)})" if moved else ")")
-    reason = f"{c.reason}; {reason}" if c.reason else reason
     if judged is None:
-        return dataclasses.replace(c, score=score, reason=reason)
-    return dataclasses.replace(c, score=score, reason=reason, relevance=judged[0],
-                               weak=judged[1])
+        score = rrf(c.scores, rrf_k)
+        reason = f"rrf {score:.4f} ({ranks})"
+        return dataclasses.replace(c, score=score, reason=_because(c, reason))
+    reason = (f"cc {judged.score:.4f} (meaning {judged.signals[0]:.2f}, words "
+              f"{judged.signals[1]:.2f}; {ranks})")
+    return dataclasses.replace(c, score=judged.score, reason=_because(c, reason),
+                               relevance=judged.relevance, weak=judged.weak)
 
 
-def across_layers(candidates: Sequence[Candidate], lexical: Mapping[str, float]
-                  ) -> dict[str, tuple[tuple[str, int], ...]]:
-    """Each judged candidate's ``(ranker, rank)`` pairs with the ranks of ONE list per signal
-    over every layer (by ref; rankers outside ``SIGNAL`` keep their rank).
-
-    A signal's per-layer lists are merged keeping each list's own order (its store ranked it
-    best); between layers the heads are compared on a measure that means the same in every
-    layer, for one query and one embedder: cosine similarity for meaning, ``lexical`` (the
-    share of the query's terms held) for words; ties go to the better in-layer rank, then the
-    layer. A rank across layers is the in-layer rank plus the candidates of other layers
-    merged ahead of it, so a single layer's ranks are unchanged.
-    """
-    out = {c.ref: dict(c.scores) for c in candidates}
-    for signal in ("meaning", "words"):
-        # per layer: (in-layer rank, ref, ranker, the head's measure), in the store's order
-        lists: dict[Layer, list[tuple[int, str, str, float]]] = {}
-        for c in candidates:
-            for ranker, rank in c.scores:
-                if SIGNAL.get(ranker) == signal:
-                    measure = ((c.similarity or 0.0) if signal == "meaning"
-                               else lexical.get(c.ref, 0.0))
-                    lists.setdefault(c.layer, []).append((rank, c.ref, ranker, measure))
-        if len(lists) < 2:
-            continue
-        queues = [sorted(items) for _, items in sorted(lists.items())]
-        at = [0] * len(queues)
-        heads = [(-q[0][3], q[0][0], n) for n, q in enumerate(queues)]
-        heapq.heapify(heads)
-        merged = 0
-        while heads:
-            *_, n = heapq.heappop(heads)
-            rank, ref, ranker, _ = queues[n][at[n]]
-            out[ref][ranker] = rank + merged - at[n]  # + the other layers' merged so far
-            at[n] += 1
-            merged += 1
-            if at[n] < len(queues[n]):
-                nxt = queues[n][at[n]]
-                heapq.heappush(heads, (-nxt[3], nxt[0], n))
-    return {ref: tuple(sorted(ranks.items())) for ref, ranks in out.items()}
+def _because(c: Candidate, reason: str) -> str:
+    return f"{c.reason}; {reason}" if c.reason else reason
 
 
 def _drop(c: Candidate, rule: str, reason: str, *, score: float | None = None,
@@ -145,14 +119,24 @@ def rescaled(similarity: float | None, baseline: float) -> float:
     return min(1.0, max(0.0, (similarity - baseline) / (1.0 - baseline)))
 
 
-def judge(c: Candidate, lexical: float, *, floor: float, baseline: float
-          ) -> tuple[float, bool]:
-    """``c``'s ``(relevance, weak)`` (see the module contract); ``lexical``: the share of the
-    query's terms it holds (``fts.coverage``)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Judged:
+    """What the floor made of a candidate: its ``(semantic, lexical)`` signals, their
+    ``relevance`` (the better), ``weak`` (noise) and the fused ``score``."""
+
+    signals: tuple[float, float]
+    relevance: float
+    weak: bool
+    score: float
+
+
+def judge(c: Candidate, lexical: float, *, floor: float, baseline: float) -> Judged:
+    """``c``'s signals, relevance, weakness and score (see the module contract);
+    ``lexical``: the share of the query's terms it holds (``fts.coverage``)."""
     semantic = rescaled(c.similarity, baseline)
     relevance = max(lexical, semantic)
     weak = relevance < floor + NOISE_MARGIN or (lexical == 0.0 and semantic < NOISE_SIMILARITY)
-    return relevance, weak
+    return Judged((semantic, lexical), relevance, weak, fused(semantic, lexical))
 
 
 def noise(segments: Iterable[Segment]) -> dict[str, float | int]:
@@ -177,19 +161,21 @@ def relevance_guard(
 ) -> tuple[list[Candidate], list[Drop]]:
     coverage = fts.coverage_of(fts.query_terms(query))
     merged = merge_by_ref(candidates)
-    lexical = {c.ref: coverage(c.content) for c in merged if c.scores and c.layer in FLOORED}
-    judged = {c.ref: judge(c, lexical[c.ref], floor=floor, baseline=similarity_baseline)
-              for c in merged if c.ref in lexical}
+    judged = {c.ref: judge(c, coverage(c.content), floor=floor, baseline=similarity_baseline)
+              for c in merged if c.scores and c.layer in FLOORED}
     dropped: list[Drop] = []
     over: set[str] = set()
-    ranked = sorted((c for c in merged if c.scores),
-                    key=lambda c: (-rrf(c.scores, rrf_k), c.ref))
+
+    def order(c: Candidate) -> tuple[float, float, str]:
+        own = rrf(c.scores, rrf_k)
+        return (-(judged[c.ref].score if c.ref in judged else own), -own, c.ref)
+
     taken: dict[Layer, int] = {}
-    for c in ranked:
-        relevance = judged[c.ref][0] if c.ref in judged else None
-        if relevance is not None and relevance < floor:
-            dropped.append(_drop(c, "below_floor", f"relevance {relevance:.4f} < floor {floor}",
-                                 score=relevance, floor=floor))
+    for c in sorted((c for c in merged if c.scores), key=order):
+        j = judged.get(c.ref)
+        if j is not None and j.relevance < floor:
+            dropped.append(_drop(c, "below_floor", f"relevance {j.relevance:.4f} < floor {floor}",
+                                 score=j.relevance, floor=floor))
             over.add(c.ref)
             continue
         limit = limits.get(c.layer)
@@ -198,9 +184,6 @@ def relevance_guard(
             over.add(c.ref)
             continue
         taken[c.layer] = taken.get(c.layer, 0) + 1
-    kept = [c for c in merged if c.ref not in over]
-    # Across layers only what survived competes: a dropped chunk takes no event's place.
-    fused = across_layers([c for c in kept if c.ref in lexical], lexical)
-    return [_scored(c, rrf_k, fused.get(c.ref, c.scores), judged.get(c.ref)) if c.scores
+    return [_scored(c, rrf_k, judged.get(c.ref)) if c.scores
             else c if c.score == 0.0 else dataclasses.replace(c, score=0.0)
-            for c in kept], dropped
+            for c in merged if c.ref not in over], dropped
