@@ -12,7 +12,7 @@ at least the server's minimum, at most ``POOL_MAX`` per ranker; a request's
 ``RetrievalLimits`` replace any default (the edge refuses limits above ``POOL_MAX``).
 
 Knowledge chunks and other sessions' events carry one priority, ``RETRIEVED_PRIORITY``: the
-budget then orders them by the score the relevance guard fused across layers, so what fills
+budget then orders them by the one score the relevance guard gives both layers, so what fills
 the dynamic section is the most relevant evidence, whichever store holds it.
 """
 
