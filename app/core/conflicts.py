@@ -68,9 +68,10 @@ def authority(seg: Segment) -> int | None:
     return 4
 
 
-# Pure, and the same segments come back turn after turn. The memo holds the texts themselves,
-# so it stays small: a few dozen sessions' segments, a few MB.
-@functools.lru_cache(maxsize=1024)
+# Pure, and the same segments come back turn after turn. The memo holds the texts themselves
+# (a chunk is ~1 kB): 8,192 of them is ~10 MB a worker, and holds a corpus's hot chunks, not
+# only a few sessions' (bench/profile_turns.py prints the hit rate).
+@functools.lru_cache(maxsize=8192)
 def _statements(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
     out: list[tuple[frozenset[str], bool]] = []
     for match in _SENTENCE.finditer(text):

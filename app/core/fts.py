@@ -104,8 +104,12 @@ def ascii_words(lowered: str) -> list[str]:
 def ascii_terms(words: list[str]) -> list[str]:
     """``query_terms`` of ASCII text from its ``ascii_words``: every ASCII token is safe and
     none is CJK, so this is all of it, in C but for the filter."""
-    return [w for w in dict.fromkeys(words)
-            if len(w) <= MAX_WORD_CHARS and w not in _STOP_WORDS][:MAX_QUERY_TERMS]
+    return _kept(words)[:MAX_QUERY_TERMS]
+
+
+def _kept(words: list[str]) -> list[str]:
+    """``words`` made distinct (first seen first), without stop words and overlong words."""
+    return [w for w in dict.fromkeys(words) if len(w) <= MAX_WORD_CHARS and w not in _STOP_WORDS]
 
 
 def query_terms(text: str) -> list[str]:
@@ -120,8 +124,7 @@ def query_terms(text: str) -> list[str]:
         if i % 2:
             seen.update(dict.fromkeys(_bigrams(part)))
         elif part.isascii():
-            seen.update(dict.fromkeys(w for w in _ASCII_WORD.findall(part.lower())
-                                      if len(w) <= MAX_WORD_CHARS and w not in _STOP_WORDS))
+            seen.update(dict.fromkeys(_kept(_ASCII_WORD.findall(part.lower()))))
         else:  # measured before lowercasing, as ``tokens`` does
             seen.update(dict.fromkeys(t for w in _WORD.findall(part) if len(w) <= MAX_WORD_CHARS
                                       and (t := w.lower()).isascii() and t not in _STOP_WORDS))

@@ -18,6 +18,7 @@ and refs read as before.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from urllib.parse import quote, unquote
 
@@ -25,6 +26,8 @@ MAX_ID_LEN = 256
 # Cc control, Cs surrogates, Co private use, Cn unassigned, Cf format (zero-width joiners,
 # bidi overrides: invisible, they make two ids look the same), Zl/Zp line breaks.
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cs", "Co", "Cn", "Cf", "Zl", "Zp"})
+# What quote(safe="") leaves as it is (RFC 3986 unreserved), ASCII only.
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*", re.ASCII)
 
 
 def normalize_id(value: str) -> str:
@@ -44,6 +47,10 @@ def normalize_id(value: str) -> str:
 
 def escape_segment(value: str) -> str:
     """``value`` as one key or ref segment: percent-encoded outside ``[A-Za-z0-9._~-]``."""
+    # Most ids need no escaping, and a turn builds hundreds of refs and keys: one C-level
+    # match instead of quote()'s per-character Python work (~7 us) for those.
+    if _UNRESERVED.fullmatch(value):
+        return value
     return quote(value, safe="")
 
 

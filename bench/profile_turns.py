@@ -1,0 +1,100 @@
+"""Where a turn's CPU goes: the bench's `small` data, turns replayed in process, profiled.
+
+    python -m bench.profile_turns --turns 300 --top 40 [--out prof.txt]
+
+Generates and bulk-loads the same corpus as ``ctxgate bench --scale small`` into fresh
+embedded stores, opens the service in this process (no HTTP server: an ASGI client), serves
+every session's first turn (untimed: the cold path ``first_turn_c1`` measures), then the
+``closed_c1_client_emb`` request mix one at a time under cProfile. Prints CPU seconds per turn
+(``time.process_time``: the machine's load does not inflate it, unlike wall time) and the
+functions with the most own and cumulative time. What it cannot see: PostgreSQL's and Redis'
+own CPU, and a second worker's. Used for docs/benchmarks.md's "where the time went".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import os
+import pstats
+import random
+import secrets
+import statistics
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from app.core.conflicts import _statements
+from app.main import Container, create_app
+from app.settings import Settings
+from bench import ingest
+from bench.generate import SCALES, generate
+from bench.run import NO_QUOTAS, Config, _body, _requests, _stores
+
+
+async def _profile(owner_url: str, redis_url: str, turns: int, top: int,
+                   stats: Path | None) -> str:
+    ds = generate(42, SCALES["small"], "prof", progress=False)
+    await ingest.bulk_load(ds, owner_url, progress=False)
+    await ingest.write_tails(ds, redis_url, "ctxgate-prof")
+    keys = await ingest.create_keys(ds, owner_url)
+    for name, value in NO_QUOTAS.items():
+        os.environ[name] = value
+    settings = Settings(database_url=owner_url, redis_url=redis_url,
+                        redis_prefix="ctxgate-prof", admin_token=secrets.token_urlsafe())
+    container = await Container.open(settings)
+    try:
+        transport = httpx.ASGITransport(app=create_app(container=container))
+        async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
+            async def post(key: str, body: bytes) -> float:
+                t0 = time.process_time()
+                r = await client.post("/v1/context", content=body, headers={
+                    "Authorization": f"Bearer {key}", "content-type": "application/json"})
+                assert r.status_code == 200, r.text[:500]
+                return time.process_time() - t0
+
+            sessions = [(t, sess) for t in ds.tenants for sess in ds.tenant_sessions.get(t, [])]
+            for i, (t, sess) in enumerate(sessions):  # every session's first turn, as the bench
+                await post(keys[t], _body(ds, t, sess, random.Random(i), np.random.Generator(
+                    np.random.PCG64(i)), client_emb=True))
+            mix = _requests(ds, keys, client_emb=True, n=turns, seed=42)
+            for key, body in mix[:20]:  # warm the caches the steady state has
+                await post(key, body)
+            profiler = cProfile.Profile(time.process_time)  # CPU, not the waits
+            profiler.enable()
+            cpu = [await post(key, body) for key, body in mix]
+            profiler.disable()
+    finally:
+        await container.close()
+    out = io.StringIO()
+    out.write(f"turns {len(cpu)}; CPU per turn (ms): median "
+              f"{statistics.median(cpu) * 1000:.2f}, mean {statistics.fmean(cpu) * 1000:.2f}\n")
+    out.write(f"conflict statements memo: {_statements.cache_info()}\n")
+    if stats is not None:
+        profiler.dump_stats(stats)
+    for order in ("tottime", "cumulative"):
+        pstats.Stats(profiler, stream=out).sort_stats(order).print_stats(top)
+    return out.getvalue()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--turns", type=int, default=300)
+    p.add_argument("--top", type=int, default=40)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--stats", type=Path, help="also write the raw profile (pstats) here")
+    args = p.parse_args()
+    with _stores(Config()) as (owner_url, redis_url):
+        text = asyncio.run(_profile(owner_url, redis_url, args.turns, args.top,
+                                    args.stats))
+    if args.out is not None:
+        args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
