@@ -16,6 +16,7 @@ read ``session_events`` by session id alone, and other tests' tenants have sessi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -42,12 +43,17 @@ class _Killer:
         self.at = 0
         self.seen = 0
         self.fired = False
+        self.task: asyncio.Task[Any] | None = None
 
     def arm(self, at: int) -> None:
         self.at, self.seen, self.fired = at, 0, False
+        # Only the request's own statements count: ASGITransport runs the app in the
+        # caller's task, while the container's background workers (embedding, erasure,
+        # pollers) run in theirs and, on a loaded machine, would take a kill meant for it.
+        self.task = asyncio.current_task()
 
     async def before(self, raw: asyncpg.Connection) -> None:
-        if not self.at or self.fired:
+        if not self.at or self.fired or asyncio.current_task() is not self.task:
             return
         self.seen += 1
         if self.seen == self.at:
