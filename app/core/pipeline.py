@@ -20,7 +20,8 @@ Order (``STAGE_ORDER``, pinned by a test) — "Guard before Memory":
   their full uncompressed form) and budget → compile → validate re-run, up to
   ``config.max_attempts`` attempts. Required pins that cannot fit raise ``BudgetTooSmall``.
   Missing key evidence is pinned only when that fits; otherwise the previous attempt stands
-  and the failed check is reported.
+  and the failed check is reported (an attempt whose never-compress content alone would
+  exceed the budget is not made: its outcome is known).
 
 The safety guard applies ``profile`` (the turn's redaction profile, resolved by the service)
 or, without one, ``config.profile`` (built-in ``default`` unless the root says otherwise).
@@ -38,7 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 
-from app.core.budget import allocate
+from app.core.budget import allocate, usable_tokens
 from app.core.compile import compile_envelope
 from app.core.compress import reference_long
 from app.core.dedupe import dedupe
@@ -184,8 +185,20 @@ def _fit(run: _Run, max_attempts: int) -> tuple[_Outcome, int]:
         if out.result.ok or not new or attempt >= max_attempts:
             return out, attempt
         fallback = None if required else out
+        if fallback is not None and _cannot_fit(run, pinned | new):
+            return out, attempt  # the soft pins' attempt would raise and fall back to this one
         pinned |= new
         attempt += 1
+
+
+def _cannot_fit(run: _Run, pinned: frozenset[str]) -> bool:
+    """Whether never-compress content with ``pinned`` (in full) exceeds the usable budget, so
+    ``allocate`` would raise ``BudgetTooSmall``: it counts whole tool-call units, never fewer
+    tokens than this. Most turns of a session whose found constraints outgrow the budget
+    asked for such an attempt (docs/benchmarks.md, session 5)."""
+    tokens = sum(run.originals[c.ref].tokens if c.ref in pinned else c.tokens
+                 for c in run.compact if c.ref in pinned or c.never_compress)
+    return tokens > usable_tokens(run.budget)
 
 
 def _guards(scope: Scope, candidates: Sequence[Candidate], *, now: datetime,

@@ -134,7 +134,7 @@ def test_soft_evidence_pin_that_cannot_fit_keeps_previous_attempt() -> None:
                     layer=Layer.USER)
     a, _ = run([evidence, query()], cp=cp, max_tokens=50)
     assert not a.validation.ok
-    assert a.validation.attempts == 2
+    assert a.validation.attempts == 1  # the pin alone is over the budget: not attempted
     assert [c.type for c in a.validation.checks if not c.ok] == ["validate.key_evidence_present"]
     assert [d.ref for d in a.dropped] == ["kb://ev"]
 
