@@ -41,14 +41,19 @@ async def test_pool_exhaustion_is_503_store_busy_and_the_pool_recovers(
 
 async def test_pool_stats_count_checkouts_waiters_and_timeouts(pg_owner_url: str) -> None:
     """What ctxgate_db_pool_* report: asyncpg counts neither waiters nor their timeouts."""
+    # The waiter's bound outlasts a loaded machine's scheduling, so it is seen waiting
+    # before it times out; it is polled for rather than given a fixed head start.
     db = await Database.open(pg_owner_url, role="ctxgate_app", password=None, pool_size=1,
-                             pool_timeout=0.3)
+                             pool_timeout=2.0)
     try:
         assert db.pool_stats() == PoolStats(max_size=1, open=0, in_use=0, waiting=0,
                                             timeouts=0)
         async with db.tenant_tx("t"):
             waiter = asyncio.create_task(_one(db))
-            await asyncio.sleep(0.1)
+            for _ in range(100):
+                await asyncio.sleep(0.01)
+                if db.pool_stats().waiting:
+                    break
             assert db.pool_stats() == PoolStats(max_size=1, open=1, in_use=1, waiting=1,
                                                 timeouts=0)
             with pytest.raises(StoreBusy):
