@@ -84,12 +84,14 @@ async def test_a_release_deletes_rows_long_lapsed(db: Database, uid: str) -> Non
 
 
 async def test_hold_renews_while_the_block_runs_and_releases(db: Database, uid: str) -> None:
-    leases, name = PgLeases(db, ttl_s=0.6), f"test/{uid}"
+    # A lease of 1.5 s, renewed every third of it: a loaded machine's scheduling delays
+    # (hundreds of ms) cannot make it lapse, which a 0.6 s lease did not rule out.
+    leases, name = PgLeases(db, ttl_s=1.5), f"test/{uid}"
     async with leases.hold(name) as mine:
         assert mine
         async with leases.hold(name) as second:
             assert not second
-        await asyncio.sleep(1.5)  # 2.5 leases: held only because it is renewed
+        await asyncio.sleep(3.75)  # 2.5 leases: held only because it is renewed
         async with PgLeases(db).hold(name) as third:
             assert not third
     assert await _row(db, name) is None
