@@ -16,7 +16,7 @@ Generated (``generate(seed, users)``), the same seed and user count give the sam
   a longer message), per fact a distractor (the topic, said of someone else) and a near miss
   (the user on the topic, not answering it) in any session, and for facts that change (where
   they live, their job) the first statement in an early session and its update in a later
-  one: the update is the evidence.
+  one: the update is the evidence, the first statement its question's ``stale`` event.
 - **Questions**: per user 3 about their own earlier sessions and 3 about the knowledge, each
   lexical or a paraphrase (``bench.retrieval_templates``) at even odds.
 
@@ -29,7 +29,10 @@ The JSONL format (``load``/``dump``), one object a line, in the order they are w
   "lang", "evidence": [...]}``: knowledge evidence ``{"doc_id", "quote"}`` (a passage of the
   document's text: every server chunk holding it is evidence), session evidence
   ``{"session_id", "event"}`` (the event's 0-based index in its session). A question is
-  answered when any one of its evidence items is in the context.
+  answered when any one of its evidence items is in the context. Optional ``"stale"``: events
+  (same shape) holding a superseded answer (where the user lived before they moved); the
+  benchmark ignores them, the fact sets ``ctxgate eval generate`` makes from this format
+  expect them absent (docs/eval.md).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from bench.retrieval_templates import (
 SESSIONS_PER_USER = 8
 FACTS_PER_USER = 5
 QUESTIONS_PER_USER = {"session": 3, "knowledge": 3}
+STALE = "stale:"  # a plan key's prefix: the superseded first statement of a fact that changes
 
 _NUM = {"n": range(2, 10), "s": (15, 30, 45, 60, 90, 120), "d": (7, 14, 30, 45, 60, 90, 180),
         "t": range(8, 16), "w": (2, 3, 4), "r": (60, 120, 300, 600, 1000, 1200, 3000),
@@ -147,6 +151,7 @@ class Question:
     style: str  # lexical | paraphrase
     lang: str
     evidence: tuple[tuple[str, str | int], ...]  # (doc_id, quote) or (session_id, event index)
+    stale: tuple[tuple[str, int], ...] = ()  # (session_id, event index) superseded answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +249,8 @@ def _user(rng: random.Random, user_id: str, lang: str) -> tuple[list[Session], l
     for fact in facts:
         values = _values(rng, fact, lang)
         said = rng.randrange(half) if fact.update else rng.randrange(SESSIONS_PER_USER)
-        plan[said].append((fact.fact.format(**values), None if fact.update else fact.key))
+        plan[said].append((fact.fact.format(**values),
+                           STALE + fact.key if fact.update else fact.key))
         if fact.update:
             plan[rng.randrange(half, SESSIONS_PER_USER)].append(
                 (fact.update.format(**values), fact.key))
@@ -265,7 +271,9 @@ def _user(rng: random.Random, user_id: str, lang: str) -> tuple[list[Session], l
         for text, key in lines:
             if key is not None:
                 found[key] = (sid, len(events))
-                if rng.random() < 0.5:  # said in passing, inside a longer message
+                # said in passing, inside a longer message (never the superseded statement:
+                # the draw order, hence every seed's data, predates recording it)
+                if not key.startswith(STALE) and rng.random() < 0.5:
                     text = _join(lang, [rng.choice(CHATTER[lang]), text])
             events += [("user", text), ("assistant", rng.choice(REPLIES[lang]))]
         sessions.append(Session(sid, user_id, tuple(events)))
@@ -273,8 +281,9 @@ def _user(rng: random.Random, user_id: str, lang: str) -> tuple[list[Session], l
     for i, fact in enumerate(rng.sample(facts, QUESTIONS_PER_USER["session"])):
         style = rng.choice(("lexical", "paraphrase"))
         query = _personal_query(sessions, found[fact.key], str(getattr(fact, style)), lang)
+        stale = (found[STALE + fact.key],) if STALE + fact.key in found else ()
         questions.append(Question(f"{user_id}-q{i}", user_id, "session", query, style, lang,
-                                  (found[fact.key],)))
+                                  (found[fact.key],), stale))
     return sessions, questions
 
 
@@ -319,7 +328,9 @@ def dump(data: RetrievalSet, path: Path) -> None:
         *({"type": "question", "qid": q.qid, "user_id": q.user_id, "kind": q.kind,
            "query": q.query, "style": q.style, "lang": q.lang,
            "evidence": [{"doc_id": a, "quote": b} if q.kind == "knowledge"
-                        else {"session_id": a, "event": b} for a, b in q.evidence]}
+                        else {"session_id": a, "event": b} for a, b in q.evidence],
+           **({"stale": [{"session_id": a, "event": b} for a, b in q.stale]}
+              if q.stale else {})}
           for q in data.questions)]
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
 
@@ -339,8 +350,9 @@ def load(path: Path) -> RetrievalSet:
         elif o["type"] == "question":
             ev = tuple((e["doc_id"], e["quote"]) if o["kind"] == "knowledge"
                        else (e["session_id"], int(e["event"])) for e in o["evidence"])
+            stale = tuple((e["session_id"], int(e["event"])) for e in o.get("stale", ()))
             questions.append(Question(o["qid"], o["user_id"], o["kind"], o["query"],
-                                      o.get("style", "unknown"), o.get("lang", "en"), ev))
+                                      o.get("style", "unknown"), o.get("lang", "en"), ev, stale))
         else:
             raise ValueError(f"unknown record type {o['type']!r} in {path}")
     return RetrievalSet(tuple(docs), tuple(sessions), tuple(questions))

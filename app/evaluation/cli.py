@@ -1,4 +1,4 @@
-"""``ctxgate eval run|compare``: argument parsing and where the server comes from.
+"""``ctxgate eval run|compare|generate``: argument parsing and where the server comes from.
 
 Without ``--url`` the suite runs on embedded stores and a ``ctxgate serve`` started for it
 (one per configuration, so a configuration's ``env`` applies); with ``--url`` it runs against
@@ -9,6 +9,10 @@ Exit status: 0 when the run (or the comparison) passes, 1 when it fails.
 bundle revision (B, against ``--against``, A) on the server at ``--record-url`` (default:
 ``--url``) with the admin or ops key in CTXGATE_API_KEY: passed or not, it is what the
 tenant's release gate reads (docs/bundles.md).
+
+``generate`` writes a ``facts`` suite (``app.evaluation.generate``) from the retrieval
+benchmark's generated data (``--from bench``) or a JSONL file in its format (``--from jsonl
+PATH``); it starts nothing and calls no server.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,8 +63,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                                              "CTXGATE_ADMIN_TOKEN)")
         p.add_argument("--out", type=Path, default=Path("eval-report"),
                        help="directory for report.json and report.html")
+    gen = ev.add_parser("generate", help="a facts suite with ground-truth evidence",
+                        description="From the retrieval benchmark's data (--from bench) or a "
+                                    "JSONL dataset in its format (--from jsonl PATH); "
+                                    "docs/eval.md#generating-a-fact-set")
+    gen.add_argument("--from", dest="source", choices=("bench", "jsonl"), required=True)
+    gen.add_argument("path", nargs="?", type=Path, help="with --from jsonl: the dataset")
+    gen.add_argument("--users", type=int, default=2, help="--from bench: users (default 2)")
+    gen.add_argument("--seed", type=int, default=7, help="--from bench: seed (default 7)")
+    gen.add_argument("-o", "--out", type=Path, required=True, help="the suite file to write")
+    gen.add_argument("--name", help="the suite's name (default facts-bench / facts-<file>)")
+    gen.add_argument("--budget", type=int, default=4000, help="each turn's max_tokens")
+    gen.add_argument("--k", type=int, default=5, help="the k of Recall@k")
+    gen.add_argument("--min-recall", type=float, default=0.5,
+                     help="the recall_at_k threshold (default 0.5)")
+    gen.add_argument("--max-freshness-error", type=float, default=None,
+                     help="a freshness_error threshold (default: none)")
     run.set_defaults(func=cmd_run)
     compare.set_defaults(func=cmd_compare)
+    gen.set_defaults(func=cmd_generate)
 
 
 def _config(path: Path | None) -> Config:
@@ -164,3 +186,31 @@ def cmd_compare(args: argparse.Namespace) -> None:
           + (f" ({', '.join(data['failed'])})" if data["failed"] else "")
           + f": {args.out / 'report.html'}")
     sys.exit(0 if data["passed"] else 1)
+
+
+def cmd_generate(args: argparse.Namespace) -> None:
+    from app.evaluation.generate import facts_suite, file_digest
+    from bench import retrieval_data
+
+    if args.source == "jsonl":
+        if args.path is None:
+            raise SystemExit("--from jsonl needs the dataset's PATH")
+        data = retrieval_data.load(args.path)
+        name = args.name or "facts-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", args.path.stem)[:58]
+        origin = f"jsonl-{file_digest(args.path)}"
+    else:
+        if args.path is not None:
+            raise SystemExit("--from bench takes no PATH (--users, --seed)")
+        data = retrieval_data.generate(args.seed, args.users)
+        name = args.name or "facts-bench"
+        origin = f"bench-seed{args.seed}-users{args.users}"
+    suite = facts_suite(data, name=name, version=f"g1-{origin}-k{args.k}-b{args.budget}",
+                        budget=args.budget, k=args.k, min_recall=args.min_recall,
+                        max_freshness_error=args.max_freshness_error)
+    Suite.model_validate(suite)  # what `eval run` will load: refuse to write what it refuses
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(yaml.safe_dump(suite, sort_keys=False, allow_unicode=True, width=100),
+                        encoding="utf-8")
+    turns = sum(s["call"] == "POST /v1/context" for c in suite["cases"] for s in c["steps"])
+    print(f"{args.out}: {len(suite['cases'])} cases, {turns} questions "
+          f"({suite['name']} {suite['version']})")

@@ -38,6 +38,7 @@ class Segment:
     kind: str
     tokens: int
     content: str
+    origin: str = ""  # the manifest's: the event a memory was made from, a chunk's document
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +74,16 @@ def _matches(ref: str, prefixes: Iterable[str]) -> bool:
     return any(ref == p or ref.startswith((p + "#", p + "/", p + ":")) for p in prefixes)
 
 
+def _cites(segment: Segment, prefixes: Sequence[str]) -> bool:
+    """The segment is, or was made from (a memory's evidence event), one of ``prefixes``."""
+    return _matches(segment.ref, prefixes) or bool(
+        segment.origin and _matches(segment.origin, prefixes))
+
+
 def _rank(segments: Sequence[Segment], want: str) -> int | None:
     retrieved = [s for s in segments if s.kind in RETRIEVED_KINDS]
     for i, s in enumerate(retrieved, 1):
-        if _matches(s.ref, [want]):
+        if _cites(s, [want]):
             return i
     return None
 
@@ -114,7 +121,7 @@ def score(expect: Expect, answer: Answer, *, k: int, after_compaction: bool = Fa
     if answer.segments or expect.relevant:
         _retrieval_samples(out, expect, answer.segments, k=k)
     if expect.stale:
-        out.add("freshness_error", any(_matches(r, expect.stale) for r in refs), 1)
+        out.add("freshness_error", any(_cites(s, expect.stale) for s in answer.segments), 1)
     if after_compaction and expect.must_contain:
         out.add("compaction_fidelity", sum(t in envelope for t in expect.must_contain),
                 len(expect.must_contain))
@@ -129,16 +136,16 @@ def _retrieval_samples(out: Scored, expect: Expect, segments: Sequence[Segment],
         first = min((r for r in ranks if r is not None), default=None)
         out.add("mrr", 1.0 / first if first else 0.0, 1)
         cited = [s for s in segments if s.kind in RETRIEVED_KINDS]
-        out.add("citation_precision", sum(_matches(s.ref, expect.relevant) for s in cited),
+        out.add("citation_precision", sum(_cites(s, expect.relevant) for s in cited),
                 len(cited))
         wanted = [*expect.relevant, *expect.must_include]
-        noise = sum(s.tokens for s in cited if not _matches(s.ref, wanted)
+        noise = sum(s.tokens for s in cited if not _cites(s, wanted)
                     and not any(t in s.content for t in expect.must_contain))
         out.add("noise_ratio", noise, sum(s.tokens for s in cited))
     needed = [*expect.relevant, *expect.must_include]
     if needed or expect.must_contain:
         envelope = "\n".join(s.content for s in segments)
-        present = sum(any(_matches(s.ref, [n]) for s in segments) for n in needed)
+        present = sum(any(_cites(s, [n]) for s in segments) for n in needed)
         present += sum(t in envelope for t in expect.must_contain)
         out.add("context_usefulness", present, len(needed) + len(expect.must_contain))
 

@@ -7,10 +7,13 @@ one server never meet. A configuration (``Config``) changes what every turn asks
 server is started (``env``); ``eval compare`` runs one suite under two of them. A
 configuration's ``workspace`` (e.g. ``{revision: X}``, comparing two bundle revisions) goes
 only into turns that name a workspace: a turn without a bundle has no revision to pin.
+A step's ``wait_for`` repeats its call every ``interval_s`` until the answer holds the value or
+``timeout_s`` has passed (then a failed check, and the run goes on); the last answer is scored.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import sys
 import time
@@ -22,7 +25,7 @@ from typing import Any
 import httpx
 
 from app.evaluation.metrics import Answer, Scored, Segment, aggregate, score
-from app.evaluation.suite import Case, Step, Suite
+from app.evaluation.suite import PLATFORM, Case, Step, Suite
 
 TIMEOUT_S = 60.0
 
@@ -79,8 +82,11 @@ def answer_of(step: Step, response: httpx.Response) -> Answer:
         return Answer(status=response.status_code, text=response.text)
     envelope, manifest = body.get("envelope"), body.get("manifest")
     if isinstance(envelope, dict) and isinstance(manifest, dict):
+        # a memory the write gate made from an event names the event as its origin
+        origins = {s.get("id"): s.get("origin") or "" for s in manifest.get("segments", [])}
         segments = tuple(Segment(ref=s["ref"], kind=s["kind"], tokens=s["tokens"],
-                                 content=s["content"]) for s in envelope["segments"])
+                                 content=s["content"], origin=origins.get(s.get("id"), ""))
+                         for s in envelope["segments"])
         named = [s.get("ref", "") for s in manifest.get("segments", [])]
         named += [d.get("ref", "") for d in manifest.get("dropped", [])]
         return Answer(status=response.status_code, text=response.text, segments=segments,
@@ -174,6 +180,7 @@ class Runner:
             made = r.json()
             names[f"{{key_id:{key_name}}}"] = made["key_id"]
             names[f"key:{key_name}"] = made["api_key"]
+        names[f"key:{PLATFORM}"] = self._admin
         return names
 
     async def _case(self, client: httpx.AsyncClient, suite: Suite, case: Case,
@@ -186,16 +193,35 @@ class Runner:
             body = substitute(step.body, table) if step.body is not None else None
             if step.call == "POST /v1/context" and body is not None:
                 body = turn_body(body, self._config.request)
-            r = await client.request(step.method, substitute(step.path, table), json=body,
-                                     headers=_bearer(names[f"key:{step.key}"]))
+            r, reached = await _call(client, step, substitute(step.path, table), body,
+                                     _bearer(names[f"key:{step.key}"]))
             result = score(step.expect, answer_of(step, r), k=suite.k,
                            after_compaction=step.after_compaction)
+            if step.wait_for is not None:
+                result.checks.append((f"{step.wait_for.path} reached {step.wait_for.equals!r} "
+                                      f"within {step.wait_for.timeout_s:g} s", reached))
             for name, path in step.save.items():
                 value = dig(r, path)
                 result.checks.append((f"answer has {path}", value is not None))
                 table[f"{{saved:{name}}}"] = str(value)
             scored.append((step, result))
         return CaseResult(case=case, steps=scored, seconds=time.perf_counter() - t0)
+
+
+async def _call(client: httpx.AsyncClient, step: Step, url: str, body: Any,
+                headers: dict[str, str]) -> tuple[httpx.Response, bool]:
+    """The step's answer, and whether its ``wait_for`` was reached (True without one)."""
+    r = await client.request(step.method, url, json=body, headers=headers)
+    wait = step.wait_for
+    if wait is None:
+        return r, True
+    deadline = time.monotonic() + wait.timeout_s
+    while dig(r, wait.path) != wait.equals:
+        if time.monotonic() >= deadline:
+            return r, False
+        await asyncio.sleep(wait.interval_s)
+        r = await client.request(step.method, url, json=body, headers=headers)
+    return r, True
 
 
 def _bearer(token: str) -> dict[str, str]:

@@ -9,6 +9,11 @@ reaches a store directly, so a suite runs unchanged against any server.
 ``{tenant:NAME}`` and ``{key_id:NAME}`` in a step's path or body are replaced by the run's
 tenant id and key id (tenants are named per run, so runs never see each other's data), and
 ``{saved:NAME}`` by a value an earlier step's ``save`` took from its answer.
+
+A step with ``wait_for`` repeats its call until a value of the answer is reached (what the
+server does in the background: embedding appended events), bounded by ``timeout_s``. The
+reserved key ``platform`` is the runner's platform admin token, for reads only (``GET``): the
+server-wide state such a wait reads (``GET /v1/admin/embeddings``) is not a tenant's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FORMAT = "ctxgate-eval/1"
 SETS = ("facts", "isolation", "compaction")
+PLATFORM = "platform"  # the reserved key: the runner's platform admin token, GET only
 BUILTIN = Path(__file__).resolve().parent / "suites"
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
@@ -58,6 +64,15 @@ class Expect(Strict):
         default=None, description="a memory write's expected decision")
 
 
+class WaitFor(Strict):
+    """Repeat the step's call until the answer's ``path`` (dotted) equals ``equals``."""
+
+    path: Annotated[str, Field(min_length=1)]
+    equals: Any
+    timeout_s: float = Field(default=120.0, gt=0, le=1800)
+    interval_s: float = Field(default=0.5, gt=0, le=60)
+
+
 class Step(Strict):
     key: Name
     call: Annotated[str, Field(pattern=r"^(GET|POST|PUT|DELETE) /\S+$")]
@@ -68,6 +83,15 @@ class Step(Strict):
     save: dict[Name, str] = Field(default_factory=dict, description=(
         "NAME -> a dotted path into the answer's JSON (``memory.memory_id``); later steps "
         "use it as {saved:NAME}"))
+    wait_for: WaitFor | None = Field(default=None, description=(
+        "repeat the call until the answer holds this value (bounded); not reached in time "
+        "is a failed check"))
+
+    @model_validator(mode="after")
+    def _platform_reads_only(self) -> Step:
+        if self.key == PLATFORM and self.method != "GET":
+            raise ValueError(f"the {PLATFORM!r} key (the platform admin token) only reads: GET")
+        return self
 
     @property
     def method(self) -> str:
@@ -87,7 +111,9 @@ class Case(Strict):
 
     @model_validator(mode="after")
     def _keys_declared(self) -> Case:
-        unknown = sorted({s.key for s in self.steps} - set(self.keys))
+        if PLATFORM in self.keys:
+            raise ValueError(f"{PLATFORM!r} is reserved for the platform admin token")
+        unknown = sorted({s.key for s in self.steps} - set(self.keys) - {PLATFORM})
         if unknown:
             raise ValueError(f"steps use undeclared keys: {unknown}")
         return self
