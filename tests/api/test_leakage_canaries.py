@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.adapters.postgres.db import Sql
 from app.main import Container
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import ingest, turn
@@ -142,3 +143,11 @@ async def test_canary_admin_list_auth_and_bad_input(
         assert r.status_code == 422, (bad, r.text)
     assert (await client.delete("/v1/admin/canaries/cnr_missing", headers=admin_headers)
             ).status_code == 404
+
+
+async def test_the_service_role_cannot_read_the_table_directly(container: Container) -> None:
+    """Only the SECURITY DEFINER functions read canaries: no session of the app role, tenant
+    scoped or not, can select the table."""
+    with pytest.raises(Exception, match="permission denied"):
+        async with container.db.unscoped_tx() as conn:
+            await conn.fetchval(Sql("SELECT count(*) FROM leakage_canaries"))
