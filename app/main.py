@@ -25,6 +25,7 @@ from app.adapters.embedders.factory import make_embedder
 from app.adapters.faults import KINDS, fault_of
 from app.adapters.postgres.audit import PgAuditLog
 from app.adapters.postgres.bundles import PgBundleStore
+from app.adapters.postgres.canaries import PgCanaryStore
 from app.adapters.postgres.chunk_refs import PgChunkReader
 from app.adapters.postgres.compactions import PgCompactionStore
 from app.adapters.postgres.db import Database, replica_url, service_url
@@ -84,6 +85,7 @@ from app.service.admission import Admission
 from app.service.assemble import Assembler
 from app.service.bundle_release import BundleReleases
 from app.service.bundles import BundleService
+from app.service.canaries import CanaryRegistry
 from app.service.compaction import CompactionService, LocalSummarizer
 from app.service.constraints import ConstraintService
 from app.service.detector_cache import FindingsCache, cached, fingerprint
@@ -215,6 +217,7 @@ class Container:
     admission: Admission
     quotas: Quotas
     reembedder: ReEmbedder
+    canaries: CanaryRegistry
     retention: RetentionService
     retention_worker: RetentionWorker
     model: OpenAIChatSummarizer | None = None  # the compaction model, when configured
@@ -293,6 +296,7 @@ class Container:
             max_jobs=settings.compaction_jobs_max,
             history_events=settings.compaction_history_events, compact_at=settings.compact_at)
         states = PgSessionStateStore(db)
+        canaries = CanaryRegistry(PgCanaryStore(db))
         constraint_svc = ConstraintService(
             sessions=session_svc, tasks=task_svc, states=states,
             chunks=PgChunkReader(db, tokenizer=settings.tokenizer, detectors=fingerprint()),
@@ -318,7 +322,7 @@ class Container:
                           settings=ann_settings(settings.knowledge_k)),
             memories=memory_svc, memory_revalidate_days=settings.memory_revalidate_days,
             compactions=compaction_svc, constraints=constraint_svc, states=states,
-            withheld=explained, audit=PgAuditLog(db))
+            withheld=explained, audit=PgAuditLog(db), canaries=canaries)
         estore = PgErasureStore(db)
         knowledge_svc = KnowledgeService(kstore, embedder, count, scan)
         ingest_svc = IngestService(
@@ -367,7 +371,7 @@ class Container:
                                   batch=settings.reembed_batch,
                                   pause_s=settings.reembed_pause_ms / 1000,
                                   duty=settings.reembed_duty, metrics=metrics),
-            retention=retention_svc,
+            retention=retention_svc, canaries=canaries,
             retention_worker=RetentionWorker(retention_svc,
                                              interval_s=settings.retention_interval_s),
             model=model)

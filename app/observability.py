@@ -34,6 +34,7 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from app.core.canaries import LEAK_KINDS
 from app.core.guards.relevance import noise
 from app.core.model import DropLayer, Layer, Section
 from app.core.quotas import Limit
@@ -96,6 +97,13 @@ class Metrics:
         self.noise_tokens = Counter(
             "ctxgate_noise_tokens", "Of those, tokens of segments judged weak: noise that "
             "entered the envelope (the manifest's retrieval.noise_tokens).", registry=r)
+        # Any increase is an incident: an operator-planted string reached a turn it must not.
+        self.leakage_canary_hits = Counter(
+            "ctxgate_leakage_canary_hits", "Leakage canaries found in a turn's envelope outside "
+            "their owner (kind: cross_tenant, cross_user); ids in the audit log.", ["kind"],
+            registry=r)
+        for kind in LEAK_KINDS:
+            self.leakage_canary_hits.labels(kind=kind)
         self.prefix_turns = Counter(
             "ctxgate_stable_prefix_turns", "Turns of a session that had a turn before, by "
             "whether stable_prefix_sha256 equals that turn's: reused (a provider's prompt "

@@ -267,6 +267,33 @@ class KeyStore(Protocol):
     async def set_tenant_settings(self, *, tenant_id: str, settings: TenantSettings) -> None: ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CanaryInfo:
+    """A registered leakage canary (operator data; ``text`` never leaves the operator's routes
+    and the workers' matcher)."""
+
+    canary_id: str
+    tenant_id: str
+    user_id: str | None
+    label: str
+    text: str
+    created_by: str
+    created_at: datetime
+
+
+class CanaryStore(Protocol):
+    """The platform's leakage-canary registry; read by the service's own platform-level
+    queries, never through a tenant session."""
+
+    async def create(self, *, tenant_id: str, user_id: str | None, label: str, text: str,
+                     created_by: str) -> CanaryInfo: ...
+    async def list_canaries(self, *, tenant_id: str | None) -> list[CanaryInfo]: ...
+    async def delete(self, *, canary_id: str) -> bool: ...
+    async def revision(self) -> int:
+        """Moves on every create and delete: a worker reloads the list only when it moved."""
+        ...
+
+
 class SessionArchive(Protocol):
     """Durable session history in Postgres: the source of truth for the Redis tail."""
 

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from app.api.embeddings import Loc, Vector
+from app.core.canaries import CANARY_MAX_LENGTH, CANARY_MIN_LENGTH
 from app.core.ids import MAX_ID_LEN, normalize_id
 from app.core.memory_gate import MemoryWrite
 from app.core.model import (
@@ -46,7 +47,15 @@ from app.core.quotas import QuotaOverride
 from app.core.registry import BundleFile, BundleRevision
 from app.core.release_gate import Evaluation, ReleaseGate, Review
 from app.core.retrieval import POOL_MAX
-from app.ports import ClientChunk, DocumentInfo, IngestJob, NewDocument, NewEvent, TenantSettings
+from app.ports import (
+    CanaryInfo,
+    ClientChunk,
+    DocumentInfo,
+    IngestJob,
+    NewDocument,
+    NewEvent,
+    TenantSettings,
+)
 
 INT32_MAX = 2**31 - 1  # sequence numbers and revisions are PostgreSQL integers
 
@@ -140,6 +149,44 @@ class KeyCreate(Wire):
     domains: list[Id] | None = Field(default=None, max_length=64)
     max_session_visibility: VisibilityName = "tree"
     name: ShortText = ""
+
+
+# --- leakage canaries (platform operator) ---------------------------------------------------
+
+CanaryText = Annotated[str, NulFree, Field(
+    min_length=CANARY_MIN_LENGTH, max_length=CANARY_MAX_LENGTH,
+    pattern=r"^\S(.*\S)?$", examples=["NIGHTJAR-7731"],
+    description=f"the planted string, {CANARY_MIN_LENGTH}..{CANARY_MAX_LENGTH} characters, no "
+                "leading/trailing whitespace; long enough that ordinary text never holds it")]
+
+
+class CanaryCreate(Wire):
+    tenant_id: Id = Field(description="The tenant whose data the canary was planted in.")
+    user_id: Id | None = Field(default=None, description=(
+        "The user whose private data holds it: another user of the tenant seeing it is a "
+        "cross_user leak. None: the whole tenant may see it."))
+    label: Annotated[str, NulFree, Field(max_length=200)] = ""
+    text: CanaryText
+
+
+class CanaryOut(BaseModel):
+    canary_id: str
+    tenant_id: str
+    user_id: str | None
+    label: str
+    text: str
+    created_by: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, info: CanaryInfo) -> CanaryOut:
+        return cls(canary_id=info.canary_id, tenant_id=info.tenant_id, user_id=info.user_id,
+                   label=info.label, text=info.text, created_by=info.created_by,
+                   created_at=info.created_at)
+
+
+class CanaryList(BaseModel):
+    canaries: list[CanaryOut]
 
 
 class TenantIdentityIn(Wire):

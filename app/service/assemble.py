@@ -79,6 +79,7 @@ from app.ports_explain import KnowledgeProbe
 from app.service import degraded
 from app.service.background import KeyedJobs
 from app.service.bundles import Admitted, BundleService
+from app.service.canaries import CanaryRegistry
 from app.service.collect import Collected, Collector, session_budget
 from app.service.compaction import Compacted, CompactionService
 from app.service.constraints import ConstraintService
@@ -88,6 +89,8 @@ from app.service.tasks import TaskService
 from app.tracing import stage_spans
 
 log = logging.getLogger(__name__)
+
+LEAKAGE_CANARY = "leakage.canary"  # the audit kind of a canary found outside its owner
 PERMISSION_COUNTS = "permission.withheld"  # the audit kind of a turn's per-label counts
 
 
@@ -124,6 +127,7 @@ class Assembler:
         withheld: KnowledgeProbe | None = None,
         audit: AuditLog | None = None,
         counting_jobs: int = 8,
+        canaries: CanaryRegistry | None = None,
     ) -> None:
         self._sessions = sessions
         self._collector = Collector(
@@ -145,6 +149,7 @@ class Assembler:
         self._replay_ttl_s = replay_ttl_s
         self._withheld = withheld
         self._audit = audit  # None: no permission counts are written
+        self._canaries = canaries  # None: no leakage canaries are checked
         self._counting: KeyedJobs[tuple[str, str], None] = KeyedJobs(
             limit=counting_jobs, name="permission-counts")
 
@@ -266,11 +271,14 @@ class Assembler:
                                 request_sha256=req_hash, body=manifest,
                                 recorded=record_scope(scope, req))
         replay = _wrap(req_hash, body) if req.client_turn_id else None
+        leaks = await self._canary_leaks(scope, principal, req.turn_id, assembly)
         with stage_span(self._tracer, "ctxgate.persist", audit=len(assembly.permission_drops)):
-            written = await self._persist(scope, principal, stored, assembly, replay)
+            written = await self._persist(scope, principal, stored, assembly, replay, leaks)
             if written.existing is not None:
                 return await self._after_race(scope, req.turn_id, written.existing,
                                               req_hash), None
+            for leak in leaks:  # counted once the envelope is on its way to the caller
+                self._metrics.leakage_canary_hits.labels(kind=leak.detail["kind"]).inc()
             self._count_withheld(principal, scope, req, collected, plan.knowledge, assembly,
                                  now)
             if req.client_turn_id:
@@ -383,8 +391,35 @@ class Assembler:
         """Cancels the permission counts still being made (before the stores close)."""
         await self._counting.close()
 
+    async def _canary_leaks(self, scope: Scope, principal: Principal, turn_id: str,
+                            assembly: Assembly) -> list[AuditRecord]:
+        """One ``leakage.canary`` audit record per (segment, canary) of the envelope where a
+        registered canary stands outside its owner (``app.core.canaries``). Ids only: the
+        canary's id, the leak's kind and the segment's ref; never the canary's text, the
+        segment's content or the owner's tenant (the record is the turn's tenant's to read).
+        One regex pass over the segments, inline: well under a millisecond for the tens of
+        canaries a registry is meant to hold (docs/observability.md has the numbers)."""
+        if self._canaries is None:
+            return []
+        matcher = await self._canaries.matcher()
+        if not len(matcher):
+            return []
+        out: list[AuditRecord] = []
+        for seg in assembly.envelope.segments:
+            for leak in matcher.leaks(seg.content, tenant_id=scope.tenant_id,
+                                      user_id=scope.user_id):
+                log.warning("leakage canary %s found in turn %s of tenant %s (%s, segment %s)",
+                            leak.canary_id, turn_id, scope.tenant_id, leak.kind, seg.id)
+                out.append(AuditRecord(
+                    turn_id=turn_id, kind=LEAKAGE_CANARY, principal=principal.key_id,
+                    ref=seg.candidate.ref, rule=leak.kind,
+                    detail={"canary_id": leak.canary_id, "kind": leak.kind,
+                            "segment_id": seg.id, "user_id": scope.user_id}))
+        return out
+
     async def _persist(self, scope: Scope, principal: Principal, stored: StoredManifest,
-                       assembly: Assembly, replay: bytes | None) -> ManifestWrite:
+                       assembly: Assembly, replay: bytes | None,
+                       leaks: Sequence[AuditRecord]) -> ManifestWrite:
         audit = [
             AuditRecord(turn_id=stored.turn_id, kind=d.type, principal=principal.key_id,
                         ref=audit_ref(d), rule=d.reason,
@@ -392,6 +427,7 @@ class Assembler:
             for d in assembly.permission_drops
         ]
         audit += _recalled(scope, principal, stored.turn_id, assembly)
+        audit += leaks
         try:
             return await self._manifests.insert(
                 tenant_id=scope.tenant_id, manifest=stored, audit=audit, replay=replay)

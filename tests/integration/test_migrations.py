@@ -76,7 +76,8 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
     up = await _state(fresh_db, role)
     assert up["tables"] == TENANT_TABLES | LATER_TABLES | {
         "api_keys", "tenant_identity", "tenant_settings", "embedding_state", "leases",
-        "alembic_version"}
+        "leakage_canaries", "alembic_version"}
+    # leakage_canaries: RLS enabled with no policy at all (only its definer functions read it)
     assert up["policies"] == TENANT_TABLES | LATER_TABLES | {"api_keys"}
     # api_keys, tenant_identity, tenant_settings, erasures, knowledge_jobs: RLS enabled, not
     # forced (see the migrations)
@@ -88,7 +89,9 @@ async def test_upgrade_downgrade_upgrade(fresh_db: str, uid: str) -> None:
                                "ctxgate_tenant_settings_set", "ctxgate_tenant_settings_get",
                                "ctxgate_embedding_census", "ctxgate_open_knowledge_jobs",
                                "ctxgate_purge_knowledge_jobs", "ctxgate_retention_tenants",
-                               "ctxgate_prune_audit_log"}
+                               "ctxgate_prune_audit_log", "ctxgate_canary_create",
+                               "ctxgate_canary_list", "ctxgate_canary_delete",
+                               "ctxgate_canary_revision"}
     assert up["role"] == up["password"] == {role}
 
     db = await Database.open(fresh_db, role=role, password="p'w", pool_size=1)

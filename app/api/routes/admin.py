@@ -10,6 +10,9 @@ from starlette.responses import Response
 from app.api.deps import ContainerDep, PlatformAdminDep
 from app.api.routing import OrjsonRoute
 from app.api.schemas import (
+    CanaryCreate,
+    CanaryList,
+    CanaryOut,
     EmbeddingCounts,
     EmbeddingsReport,
     Id,
@@ -59,6 +62,34 @@ async def list_keys(_: PlatformAdminDep, container: ContainerDep,
 async def revoke_key(key_id: Annotated[MintedId, Path()], _: PlatformAdminDep,
                      container: ContainerDep) -> Response:
     await container.keys.revoke(key_id)
+    return Response(status_code=204)
+
+
+@router.post("/v1/admin/canaries", status_code=201, response_model=CanaryOut,
+             responses=ERRORS)  # type: ignore[arg-type]
+async def create_canary(body: CanaryCreate, _: PlatformAdminDep, container: ContainerDep
+                        ) -> CanaryOut:
+    """Register a leakage canary: a synthetic string the operator planted in a tenant's (or
+    one user's) data. Every turn's envelope is checked for it (docs/observability.md)."""
+    return CanaryOut.of(await container.canaries.create(
+        tenant_id=body.tenant_id, user_id=body.user_id, label=body.label, text=body.text,
+        created_by="platform"))
+
+
+@router.get("/v1/admin/canaries", response_model=CanaryList,
+            responses=ERRORS)  # type: ignore[arg-type]
+async def list_canaries(_: PlatformAdminDep, container: ContainerDep,
+                        tenant_id: Annotated[Id | None, Query()] = None) -> CanaryList:
+    """Every registered canary (of ``tenant_id`` when given), texts included."""
+    return CanaryList(canaries=[
+        CanaryOut.of(c) for c in await container.canaries.list_canaries(tenant_id)])
+
+
+@router.delete("/v1/admin/canaries/{canary_id}", status_code=204,
+               responses=ERRORS)  # type: ignore[arg-type]
+async def delete_canary(canary_id: Annotated[MintedId, Path()], _: PlatformAdminDep,
+                        container: ContainerDep) -> Response:
+    await container.canaries.delete(canary_id)
     return Response(status_code=204)
 
 
