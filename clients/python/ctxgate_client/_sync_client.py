@@ -40,6 +40,8 @@ from ctxgate_client.models import (
     BundleFile,
     BundleReview,
     BundleRevision,
+    Canary,
+    CanaryList,
     Channel,
     Checkpoint,
     CheckpointSaved,
@@ -584,6 +586,26 @@ class CtxgateClient:
         """DELETE /v1/admin/keys/{key_id}."""
         return self._send(Call(
             method="DELETE", path=path("/v1/admin/keys/{}", key_id), read=nothing,
+            idempotent=True))
+
+    def create_canary(self, *, tenant_id: str, text: str, user_id: str | None = None,
+                            label: str | None = None) -> Canary:
+        """POST /v1/admin/canaries: register a leakage canary planted in ``tenant_id``'s (or
+        ``user_id``'s) data; it counts wherever else an envelope holds it. Sent once."""
+        return self._send(Call(
+            method="POST", path="/v1/admin/canaries", read=model(Canary),
+            body=body(tenant_id=tenant_id, user_id=user_id, label=label, text=text)))
+
+    def list_canaries(self, *, tenant_id: str | None = None) -> CanaryList:
+        """GET /v1/admin/canaries: every registered canary (of ``tenant_id``)."""
+        return self._send(Call(
+            method="GET", path="/v1/admin/canaries", read=model(CanaryList), idempotent=True,
+            params={"tenant_id": tenant_id}))
+
+    def delete_canary(self, canary_id: str) -> None:
+        """DELETE /v1/admin/canaries/{canary_id}."""
+        return self._send(Call(
+            method="DELETE", path=path("/v1/admin/canaries/{}", canary_id), read=nothing,
             idempotent=True))
 
     def put_tenant_identity(self, tenant_id: str, *, algorithm: str, key: str,

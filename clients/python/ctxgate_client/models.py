@@ -562,6 +562,22 @@ class KeyList(Out):
     keys: list[KeyInfo]
 
 
+class Canary(Out):
+    """A leakage canary: a planted string every turn's envelope is checked for."""
+
+    canary_id: str
+    tenant_id: str
+    user_id: str | None = None  # None: the whole tenant may see it
+    label: str
+    text: str
+    created_by: str
+    created_at: datetime
+
+
+class CanaryList(Out):
+    canaries: list[Canary]
+
+
 class EmbeddingCounts(Out):
     current: int
     stale: int
