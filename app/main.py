@@ -99,6 +99,7 @@ from app.service.pacing import DutyCycle
 from app.service.quotas import Quotas
 from app.service.recall import SessionRecall
 from app.service.reembed import ReEmbedder
+from app.service.replay import ReplayService
 from app.service.retention import RetentionPolicy, RetentionService, RetentionWorker
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
@@ -206,6 +207,7 @@ class Container:
     manifests: ManifestStore
     audit: AuditLog
     explain: ExplainService
+    replays: ReplayService
     assembler: Assembler
     compactions: CompactionService
     erasures: ErasureService
@@ -360,6 +362,7 @@ class Container:
                 memories=PgMemoryStore(db, space=space),
                 sessions=archive, reach=explained, tasks=PgTaskStore(db), embedder=embedder,
                 clock=partial(datetime.now, UTC)),
+            replays=ReplayService(turns=explained, assembler=assembler),
             erasures=erasure_svc,
             erasure_worker=ErasureWorker(erasure_svc), findings=findings, recall=recall,
             ingest=ingest_svc, ingest_worker=IngestWorker(ingest_svc),

@@ -43,8 +43,25 @@ class SourceLabels:
     current: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnSelection:
+    """Which recorded turns a replay runs: named ones, or a session's, or a ``turn_id`` range
+    (inclusive, in ``turn_id`` order), or the newest; at most ``limit``, oldest first."""
+
+    turn_ids: tuple[str, ...] = ()
+    session_id: str | None = None
+    turn_id_from: str | None = None
+    turn_id_to: str | None = None
+    limit: int = 50
+
+
 class TurnRecords(Protocol):
     async def turn(self, *, tenant_id: str, turn_id: str) -> RecordedTurn | None: ...
+
+    async def select(self, *, tenant_id: str, selection: TurnSelection
+                     ) -> list[RecordedTurn]:
+        """The tenant's turns ``selection`` names, oldest first (by manifest time)."""
+        ...
 
 
 class KnowledgeProbe(Protocol):

@@ -52,6 +52,7 @@ from app.core.model import (
     TurnRequest,
     Visibility,
 )
+from app.core.replay import record_request
 
 Outcome = Literal["included", "dropped", "not_a_candidate"]
 STAGES: tuple[DropLayer, ...] = tuple(DropLayer)  # pipeline order: a later stage got further
@@ -75,11 +76,15 @@ class Explanation:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
-def record_scope(scope: Scope, req: TurnRequest) -> dict[str, Any]:
+def record_scope(scope: Scope, req: TurnRequest, session_seq: int | None = None
+                 ) -> dict[str, Any]:
     """What the turn keeps beside its manifest so explain can rebuild its scope and re-run its
-    query: the scope's fields the manifest's columns lack, and the query itself (content:
-    stored apart from the manifest body, never returned by any endpoint)."""
+    query, and a replay its request (``app.core.replay.record_request``; ``session_seq``: the
+    session's last event it read): the scope's fields the manifest's columns lack, and the
+    query itself (content: stored apart from the manifest body, never returned by any
+    endpoint)."""
     return {
+        **record_request(req, session_seq),
         "v": RECORD_VERSION,
         "groups": list(scope.groups),
         "domain": scope.domain,

@@ -1,4 +1,4 @@
-"""``ctxgate eval run|compare|generate``: argument parsing and where the server comes from.
+"""``ctxgate eval run|compare|replay|generate``: argument parsing and where the server comes from.
 
 Without ``--url`` the suite runs on embedded stores and a ``ctxgate serve`` started for it
 (one per configuration, so a configuration's ``env`` applies); with ``--url`` it runs against
@@ -9,6 +9,9 @@ Exit status: 0 when the run (or the comparison) passes, 1 when it fails.
 bundle revision (B, against ``--against``, A) on the server at ``--record-url`` (default:
 ``--url``) with the admin or ops key in CTXGATE_API_KEY: passed or not, it is what the
 tenant's release gate reads (docs/bundles.md).
+
+``replay`` asks a server to replay its recorded turns under variants
+(``app.evaluation.replay``).
 
 ``generate`` writes a ``facts`` suite (``app.evaluation.generate``) from the retrieval
 benchmark's generated data (``--from bench``) or a JSONL file in its format (``--from jsonl
@@ -31,7 +34,7 @@ from typing import Any
 import orjson
 import yaml
 
-from app.evaluation import report
+from app.evaluation import replay, report
 from app.evaluation.runner import Config, Runner, RunResult, progress_bar
 from app.evaluation.suite import Suite, load
 
@@ -79,6 +82,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                      help="the recall_at_k threshold (default 0.5)")
     gen.add_argument("--max-freshness-error", type=float, default=None,
                      help="a freshness_error threshold (default: none)")
+    replay.add_parser(ev)
     run.set_defaults(func=cmd_run)
     compare.set_defaults(func=cmd_compare)
     gen.set_defaults(func=cmd_generate)

@@ -48,8 +48,10 @@ from app.core.model import (
 from app.core.pipeline import PipelineConfig, assemble
 from app.core.redaction import RedactionProfile, resolve_profile
 from app.core.refs import bundle_ref
+from app.core.replay import AsOf
 from app.core.retrieval import (
     RetrievalDefaults,
+    RetrievalPlan,
     instruction_candidate,
     knowledge_candidates,
     memory_candidates,
@@ -227,40 +229,9 @@ class Assembler:
             compacted = await self._maybe_compact(principal, scope, req, collected, commit)
             collected = committed[0]
         compaction_ms = (time.perf_counter() - t_compact) * 1000
-        candidates = self._candidates(scope, req, collected, now, compacted)
-        checkpoint = (compacted.checkpoint if compacted is not None else None) \
-            or collected.checkpoint or (collected.state.state if collected.state else None)
-        read_back: list[dict[str, str]] = []
-        if self._constraints is not None:
-            with stage_span(self._tracer, "ctxgate.read_back"):
-                extra, read_back = await self._constraints.read_back(
-                    scope=scope, query=req.query, candidates=candidates, state=checkpoint,
-                    compacted=compacted is not None, now=now, tail=collected.tail)
-            candidates += extra
-        with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)):
-            plan = collected.plan or self._collector.plan(req)
-            start_ns = time.time_ns()
-            assembly, timings = assemble(
-                scope=scope, candidates=candidates, checkpoint=checkpoint,
-                budget=req.budget, now=now, count_tokens=self._count,
-                config=replace(self._config, limits={**self._config.limits, **plan.limits()},
-                               floor=plan.floor),
-                clock=time.perf_counter, profile=profile, rendering=req.render,
-                query=req.query)
-            stage_spans(self._tracer, start_ns, timings)
-        timings = {"collect": collect_ms, "compaction": compaction_ms, **timings}
-        manifest = build_manifest(
-            scope=scope, turn_id=req.turn_id, assembly=assembly,
-            max_tokens=req.budget.max_tokens, reserve_output=req.budget.reserve_output,
-            redaction_profile=profile.name, policy_revision=self._policy_revision,
-            created_at=now, timings_ms=timings, bundle=_bundle_record(
-                collected.bundle, assembly.envelope.segments),
-            conflicts=find_conflicts(assembly.envelope.segments),
-            compaction=compacted.record if compacted is not None else None,
-            read_back=read_back,
-            retrieval={"knowledge": plan.knowledge, "memory": plan.memory,
-                       "session": plan.session, "floor": plan.floor},
-            degraded=sorted(went_without))
+        timings = {"collect": collect_ms, "compaction": compaction_ms}
+        candidates, assembly, manifest, plan = await self._build(
+            scope, req, profile, collected, compacted, now, timings, went_without)
         t1 = time.perf_counter()
         out: dict[str, Any] = {"turn_id": req.turn_id, "envelope": envelope_body(assembly),
                                "manifest": manifest}
@@ -269,7 +240,9 @@ class Assembler:
         body = orjson.dumps(out)
         stored = StoredManifest(turn_id=req.turn_id, key_id=principal.key_id,
                                 request_sha256=req_hash, body=manifest,
-                                recorded=record_scope(scope, req))
+                                recorded=record_scope(
+                                    scope, req, collected.tail[-1].seq if collected.tail
+                                    else None))
         replay = _wrap(req_hash, body) if req.client_turn_id else None
         leaks = await self._canary_leaks(scope, principal, req.turn_id, assembly)
         with stage_span(self._tracer, "ctxgate.persist", audit=len(assembly.permission_drops)):
@@ -290,6 +263,73 @@ class Assembler:
         self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings,
                                    previous_prefix=written.previous_prefix_sha256)
         return body, assembly
+
+    async def _build(self, scope: Scope, req: TurnRequest, profile: RedactionProfile,
+                     collected: Collected, compacted: Compacted | None, now: datetime,
+                     timings: dict[str, float], went_without: set[str]
+                     ) -> tuple[list[Candidate], Assembly, dict[str, Any], RetrievalPlan]:
+        """From what was collected (and compacted) to the manifest: candidates, read-back,
+        the pure pipeline. Reads only (read-back's), writes nothing: a turn and a replay
+        share it. ``timings`` (the stages before) gets the pipeline's."""
+        candidates = self._candidates(scope, req, collected, now, compacted)
+        checkpoint = (compacted.checkpoint if compacted is not None else None) \
+            or collected.checkpoint or (collected.state.state if collected.state else None)
+        read_back: list[dict[str, str]] = []
+        if self._constraints is not None:
+            with stage_span(self._tracer, "ctxgate.read_back"):
+                extra, read_back = await self._constraints.read_back(
+                    scope=scope, query=req.query, candidates=candidates, state=checkpoint,
+                    compacted=compacted is not None, now=now, tail=collected.tail)
+            candidates += extra
+        with stage_span(self._tracer, "ctxgate.pipeline", candidates=len(candidates)):
+            plan = collected.plan or self._collector.plan(req)
+            start_ns = time.time_ns()
+            assembly, stages = assemble(
+                scope=scope, candidates=candidates, checkpoint=checkpoint,
+                budget=req.budget, now=now, count_tokens=self._count,
+                config=replace(self._config, limits={**self._config.limits, **plan.limits()},
+                               floor=plan.floor),
+                clock=time.perf_counter, profile=profile, rendering=req.render,
+                query=req.query)
+            stage_spans(self._tracer, start_ns, stages)
+        timings.update(stages)
+        manifest = build_manifest(
+            scope=scope, turn_id=req.turn_id, assembly=assembly,
+            max_tokens=req.budget.max_tokens, reserve_output=req.budget.reserve_output,
+            redaction_profile=profile.name, policy_revision=self._policy_revision,
+            created_at=now, timings_ms=timings, bundle=_bundle_record(
+                collected.bundle, assembly.envelope.segments),
+            conflicts=find_conflicts(assembly.envelope.segments),
+            compaction=compacted.record if compacted is not None else None,
+            read_back=read_back,
+            retrieval={"knowledge": plan.knowledge, "memory": plan.memory,
+                       "session": plan.session, "floor": plan.floor},
+            degraded=sorted(went_without))
+        return candidates, assembly, manifest, plan
+
+    async def dry_run(self, scope: Scope, req: TurnRequest, *, as_of: AsOf, compaction: bool
+                      ) -> dict[str, Any]:
+        """A recorded turn assembled again (``app.service.replay``): the manifest it would
+        record now, over the stores as they are, with its session as of ``as_of`` and, when
+        ``compaction``, the session's stored compaction view (a new one is never made).
+        Nothing is written, appended, committed, cached, audited or counted, and the
+        envelope is not kept: the caller reads the manifest's refs, tokens and hashes."""
+        profile = resolve_profile(req.redaction_profile, self._profiles)  # unknown: 422
+        with degraded.recording() as went_without:
+            collected = await self._collector.collect(scope, req, as_of)
+            check_task_admission(scope, collected.checkpoint)
+            compacted = None
+            if compaction and self._compactions is not None and scope.session_id is not None:
+                compacted = self._compactions.stored_view(
+                    tenant_id=scope.tenant_id, session_id=scope.session_id,
+                    task_id=scope.task_id, events=collected.tail,
+                    owner_user_id=collected.session_owner,
+                    history_tokens=sum(c.tokens for c in collected.session),
+                    session_budget=session_budget(self._config, req),
+                    checkpoint=collected.checkpoint, latest=collected.latest)
+            _, _, manifest, _ = await self._build(scope, req, profile, collected, compacted,
+                                                  datetime.now(UTC), {}, went_without)
+        return manifest
 
     async def _commit_constraints(self, principal: Principal, scope: Scope, req: TurnRequest,
                                   got: Collected, now: datetime) -> Collected:

@@ -195,13 +195,23 @@ class BundleService:
             binding, rebound_from = await self._binding(
                 tenant_id, session_id, agent_id, workspace.bundle_id, pin, revoked, channel)
         rev, resolution = await self._resolved(tenant_id, workspace, binding.revision)
-        origin = f"repo://{rev.source.get('repo', workspace.bundle_id)}@" \
-                 f"{rev.source.get('commit', rev.revision)}"
-        return Admitted(binding=binding, runtime=rev.runtime, origin=origin,
+        return Admitted(binding=binding, runtime=rev.runtime, origin=_origin(rev, workspace),
                         resolution=resolution, rebound_from=rebound_from,
                         pinned=workspace.revision is not None,
                         shadow=await self._shadowed(tenant_id, workspace, shadow)
                         if shadow not in (None, binding.revision) else None)
+
+    async def preview(self, *, tenant_id: str, workspace: Workspace, revision: str
+                      ) -> Admitted:
+        """Revision ``revision`` resolved for ``workspace`` as if served, for a replay that
+        serves nothing: any registered revision (promoted or not), no session bound, no
+        shadow. A missing revision is ``NotFound``, as in ``revision``."""
+        rev, resolution = await self._resolved(tenant_id, workspace, revision)
+        return Admitted(binding=Binding(bundle_id=workspace.bundle_id, revision=revision,
+                                        sha256=rev.sha256),
+                        runtime=rev.runtime, origin=_origin(rev, workspace),
+                        resolution=resolution,
+                        rebound_from=None, pinned=True, shadow=None)
 
     async def _resolved(self, tenant_id: str, workspace: Workspace, revision: str
                         ) -> tuple[BundleRevision, Resolution]:
@@ -251,3 +261,9 @@ class BundleService:
         bound = await self._store.bind(tenant_id=tenant_id, session_id=session_id,
                                        binding=binding, replace=pin is not None)
         return bound, pin.revision if pin is not None else None
+
+
+def _origin(rev: BundleRevision, workspace: Workspace) -> str:
+    """The bundle's segment origin: its repository at the revision's commit."""
+    return f"repo://{rev.source.get('repo', workspace.bundle_id)}@" \
+           f"{rev.source.get('commit', rev.revision)}"

@@ -33,6 +33,7 @@ from app.core.model import (
     Visibility,
 )
 from app.core.pipeline import PipelineConfig
+from app.core.replay import AsOf
 from app.core.retrieval import RetrievalDefaults, RetrievalPlan, retrieval_plan
 from app.core.session_state import SessionState
 from app.observability import record_counts, stage_span
@@ -110,19 +111,27 @@ class Collector:
         self._states = states
         self._tracer = tracer
 
-    async def collect(self, scope: Scope, req: TurnRequest) -> Collected:
+    async def collect(self, scope: Scope, req: TurnRequest, as_of: AsOf | None = None
+                      ) -> Collected:
         """Every layer's store reads for one turn, started concurrently: the Redis reads and
         the embedding overlap, the Postgres reads share one read-only transaction
         (``reads``), queued on its connection. The session layer also reads the latest
         compaction once its history is ``outgrown``. Permission is pushed into each query
         (and re-checked by the pipeline). Each ranked layer reads as deep as the turn's
-        ``retrieval_plan`` (its budget, or the request's limits) says."""
+        ``retrieval_plan`` (its budget, or the request's limits) says.
+
+        ``as_of`` (a replay, which writes nothing): the session as that past turn read it,
+        from the archive, and the bundle revision the request pins resolved without binding
+        the session or asking the channel (``BundleService.preview``)."""
         plan = self.plan(req)
         async def session() -> _Session:
             if scope.session_id is None:
                 return _Session()
-            info, tail = await self._sessions.hot_tail(
+            info, tail = await (self._sessions.hot_tail(
                 tenant_id=scope.tenant_id, session_id=scope.session_id, user_id=scope.user_id)
+                if as_of is None else self._sessions.as_of(
+                    tenant_id=scope.tenant_id, session_id=scope.session_id,
+                    user_id=scope.user_id, seq=as_of.seq, at=as_of.at))
             if info is None:
                 return _Session()
             history = self._session_candidates(scope, tail[-self._history:], info.user_id)
@@ -179,6 +188,10 @@ class Collector:
         async def bundle() -> Admitted | None:
             if req.workspace is None:
                 return None
+            if as_of is not None:
+                revision = req.workspace.revision
+                return None if revision is None else await self._bundles.preview(
+                    tenant_id=scope.tenant_id, workspace=req.workspace, revision=revision)
             return await self._bundles.admit(
                 tenant_id=scope.tenant_id, session_id=scope.session_id, agent_id=req.agent_id,
                 workspace=req.workspace)

@@ -297,18 +297,11 @@ class CompactionService:
         tenant_id = principal.tenant_id
         key = (tenant_id, session_id)
         self._board.saw(key, breaker_of(latest), self._clock())
-        stored = (SessionView.from_json(latest.view, self._detectors)
-                  if latest is not None else None)
-        layer = None if stored is None else view_candidates(
-            stored, events, tenant_id=tenant_id, session_id=session_id,
-            owner_user_id=owner_user_id, count_tokens=self._count)
-        last = None  # the last stored view, servable from this tail
-        if latest is not None and stored is not None and layer is not None:
-            last = Compacted(record={**latest.record, "reused": True},
-                             checkpoint=checkpoint if task_id is not None else None,
-                             view=stored, candidates=tuple(layer))
-            if _still_fresh(layer, stored, threshold):
-                return self._served(last, "stored", key)
+        last = self._last(latest, events, tenant_id=tenant_id, session_id=session_id,
+                          task_id=task_id, owner_user_id=owner_user_id, checkpoint=checkpoint)
+        if last is not None and last.view is not None and _still_fresh(
+                last.candidates, last.view, threshold):
+            return self._served(last, "stored", key)
         if before is not None:
             checkpoint = await before()
         ask = _Ask(principal=principal, session_id=session_id, user_id=user_id,
@@ -324,6 +317,39 @@ class CompactionService:
         if last is not None:
             return self._served(last, "stored", key)
         return await self._extractive(ask, events, key, owner_user_id)
+
+    def stored_view(self, *, tenant_id: str, session_id: str, task_id: str | None,
+                    events: Sequence[SessionEvent], owner_user_id: str | None,
+                    history_tokens: int, session_budget: float,
+                    checkpoint: TaskCheckpoint | None, latest: StoredCompaction | None
+                    ) -> Compacted | None:
+        """``for_turn`` for a replay, which may make, store, count or wait for nothing: the
+        ``latest`` view when the history is ``outgrown`` and the view was made from no event
+        after ``events`` (a past turn's tail); None serves the history as it is."""
+        if not events or not self.outgrown(history_tokens, session_budget):
+            return None
+        last = self._last(latest, events, tenant_id=tenant_id, session_id=session_id,
+                          task_id=task_id, owner_user_id=owner_user_id, checkpoint=checkpoint)
+        if last is None or last.view is None or last.view.through_seq > events[-1].seq:
+            return None
+        return last
+
+    def _last(self, latest: StoredCompaction | None, events: Sequence[SessionEvent], *,
+              tenant_id: str, session_id: str, task_id: str | None,
+              owner_user_id: str | None, checkpoint: TaskCheckpoint | None
+              ) -> Compacted | None:
+        """The last stored view as a reuse, when it is servable from the tail ``events``."""
+        stored = (SessionView.from_json(latest.view, self._detectors)
+                  if latest is not None else None)
+        if latest is None or stored is None:
+            return None
+        layer = view_candidates(stored, events, tenant_id=tenant_id, session_id=session_id,
+                                owner_user_id=owner_user_id, count_tokens=self._count)
+        if layer is None:
+            return None
+        return Compacted(record={**latest.record, "reused": True},
+                         checkpoint=checkpoint if task_id is not None else None,
+                         view=stored, candidates=tuple(layer))
 
     async def _within_deadline(self, key: tuple[str, str], ask: _Ask) -> Compacted | None:
         """The background model compaction of this session (started now, or joined), if it

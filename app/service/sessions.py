@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from app.core.candidates import CountTokens, with_derived
 from app.core.errors import NotFound
@@ -159,6 +160,23 @@ class SessionService:
             log.warning("session tail rebuild could not be cached", exc_info=True)
             degraded.note("redis", exc)
         return info, rebuilt
+
+    async def as_of(self, *, tenant_id: str, session_id: str, user_id: str, seq: int | None,
+                    at: datetime) -> tuple[SessionInfo | None, list[SessionEvent]]:
+        """``hot_tail`` as a past turn read it, from the archive (a replay; nothing is
+        cached): the ``tail_len`` events up to ``seq`` (None, a turn recorded before it was
+        kept: up to the session's last), less any made after ``at``."""
+        info = await self._archive.info(tenant_id=tenant_id, session_id=session_id)
+        if info is None:
+            return None, []
+        if info.user_id != user_id:
+            raise NotFound(f"no session {session_id!r}")
+        last = info.last_seq if seq is None else min(seq, info.last_seq)
+        events = await self._archive.events(tenant_id=tenant_id, session_id=session_id,
+                                            after_seq=max(0, last - self._tail_len),
+                                            limit=self._tail_len)
+        return info, self._derived([e for e in events if e.seq <= last and (
+            e.created_at is None or e.created_at <= at)])
 
     async def _read_tail(self, tenant_id: str, session_id: str) -> list[SessionEvent] | None:
         try:

@@ -1,6 +1,7 @@
 """What explain reads (``TurnRecords``, ``KnowledgeProbe``): labels and ranks, never content.
 
-* ``turn``: the manifest row with its key and its ``recorded`` scope (migration 0022).
+* ``turn``: the manifest row with its key and its ``recorded`` scope (migration 0022);
+  ``select``: the rows a replay runs (``TurnSelection``).
 * ``labels``: a document's current chunks, or one chunk of a version, with the labels the
   permission predicate reads; bounded to the tenant like every query (RLS too), so another
   tenant's document is as absent as a missing one.
@@ -29,11 +30,24 @@ from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, Visibility
 from app.core.refs import chunk_ref
 from app.core.retrieval import POOL_MAX
 from app.ports import KnowledgeQuery
-from app.ports_explain import RecordedTurn, SourceKey, SourceLabels
+from app.ports_explain import RecordedTurn, SourceKey, SourceLabels, TurnSelection
 
 TURN_SQL = """
 SELECT turn_id, key_id, body, recorded FROM manifests
 WHERE tenant_id = :tenant_id AND turn_id = :turn_id
+"""
+# A replay's turns: the newest ``limit`` the selection names, handed back oldest first.
+SELECT_SQL = """
+SELECT * FROM (
+  SELECT turn_id, key_id, body, recorded, created_at FROM manifests
+  WHERE tenant_id = :tenant_id
+    AND (cardinality(CAST(:turn_ids AS text[])) = 0 OR turn_id = ANY(CAST(:turn_ids AS text[])))
+    AND (CAST(:session_id AS text) IS NULL OR session_id = :session_id)
+    AND (CAST(:turn_from AS text) IS NULL OR turn_id >= :turn_from)
+    AND (CAST(:turn_to AS text) IS NULL OR turn_id <= :turn_to)
+  ORDER BY created_at DESC, turn_id DESC
+  LIMIT :limit) AS newest
+ORDER BY created_at, turn_id
 """
 _LABELS = """c.doc_id, c.version, c.chunk_no, c.tenant_id, c.domain, c.sensitivity, c.trust,
     c.acl_all, c.acl_users, c.acl_groups, c.observed_at, c.expires_at, c.is_current"""
@@ -83,8 +97,8 @@ WHERE c.id IN (SELECT id FROM near UNION SELECT id FROM best)
 ORDER BY c.doc_id, c.version, c.chunk_no
 """  # noqa: S608 - constant fragments, values are bound
 _S = {name: Sql(sql) for name, sql in {
-    "turn": TURN_SQL, "labels": LABELS_SQL, "vector": VECTOR_RANK_SQL, "text": TEXT_RANK_SQL,
-    "withheld": WITHHELD_SQL}.items()}
+    "turn": TURN_SQL, "select": SELECT_SQL, "labels": LABELS_SQL, "vector": VECTOR_RANK_SQL,
+    "text": TEXT_RANK_SQL, "withheld": WITHHELD_SQL}.items()}
 # One session among those a turn's transcript search may read: the search's own definition.
 _REACH = {v: Sql(f"SELECT EXISTS (SELECT 1 FROM ({sql}) AS v WHERE v.session_id = :target)")  # noqa: S608 - constant fragments, values are bound
           for v, sql in VISIBLE_SQL.items()}
@@ -121,6 +135,16 @@ class PgExplainReader:
             return None
         return RecordedTurn(turn_id=row.turn_id, key_id=row.key_id, body=row.body,
                             recorded=row.recorded)
+
+    async def select(self, *, tenant_id: str, selection: TurnSelection
+                     ) -> list[RecordedTurn]:
+        async with self._db.read_tx(tenant_id) as conn:
+            rows = await conn.fetch(_S["select"], {
+                "tenant_id": tenant_id, "turn_ids": list(selection.turn_ids),
+                "session_id": selection.session_id, "turn_from": selection.turn_id_from,
+                "turn_to": selection.turn_id_to, "limit": selection.limit})
+        return [RecordedTurn(turn_id=r.turn_id, key_id=r.key_id, body=r.body,
+                             recorded=r.recorded) for r in rows]
 
     async def labels(self, *, tenant_id: str, source: SourceKey) -> SourceLabels | None:
         async with self._db.read_tx(tenant_id) as conn:

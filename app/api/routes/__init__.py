@@ -10,10 +10,12 @@ from app.api.routes import (
     knowledge,
     manifests,
     memories,
+    replays,
     sessions,
     tasks,
 )
 
 # explain before manifests: the manifest route's ``{turn_id:path}`` would match its paths.
 ROUTERS = tuple(m.router for m in (context, sessions, tasks, knowledge, memories, bundles,
-                                   explain, manifests, erasures, admin, health))
+                                   explain, manifests, replays, erasures, admin,
+                                   health))

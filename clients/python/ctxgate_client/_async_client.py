@@ -77,6 +77,7 @@ from ctxgate_client.models import (
     Purpose,
     Readiness,
     Render,
+    Replay,
     Retrieval,
     Role,
     RuntimeName,
@@ -536,6 +537,20 @@ class AsyncCtxgateClient:
         return await self._send(Call(
             method="GET", path=path("/v1/manifests/{}/explain", turn_id),
             read=model(Explanation), idempotent=True, params={"ref": ref}))
+
+    async def replay(self, *, turn_ids: Sequence[str] = (), session_id: str | None = None,
+                     turn_id_from: str | None = None, turn_id_to: str | None = None,
+                     limit: int | None = None,
+                     variants: Sequence[Mapping[str, Any]] = ()) -> Replay:
+        """POST /v1/replays (ops or admin key): the tenant's recorded turns assembled again as
+        dry runs under ``variants`` (name, budget, retrieval, redaction_profile,
+        bundle_revision, compaction), compared by refs, tokens and hashes. Writes nothing,
+        so it is retried like a read."""
+        return await self._send(Call(
+            method="POST", path="/v1/replays", read=model(Replay), idempotent=True,
+            body=body(turn_ids=list(turn_ids), session_id=session_id,
+                      turn_id_from=turn_id_from, turn_id_to=turn_id_to, limit=limit,
+                      variants=[dict(v) for v in variants])))
 
     async def list_audit(self, *, turn_id: str | None = None, limit: int | None = None
                          ) -> AuditList:

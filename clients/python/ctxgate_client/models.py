@@ -252,6 +252,15 @@ class Explanation(Out):
     evaluated_at: str
 
 
+class Replay(Out):
+    """Recorded turns assembled again under variants (``POST /v1/replays``): per turn its
+    recorded shape and each variant's, with diffs; refs, tokens and hashes, never content."""
+
+    turns: list[dict[str, Any]]
+    summary: dict[str, dict[str, Any]]
+    content: Literal["none"] = "none"
+
+
 # --- tasks ----------------------------------------------------------------------------------
 
 class Constraint(In):
