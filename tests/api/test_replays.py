@@ -11,6 +11,7 @@ import pytest
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import ingest, turn
 from tests.api.test_bundles import bundle, on, promote
+from tests.api.test_compaction import _long_session, _seed, _turn
 
 SECRETISH = "zq-lantern-4471"  # a distinctive word of the document: must never come back
 QUERY = "why does the refund call time out?"
@@ -154,3 +155,34 @@ async def test_bad_replay_requests_are_422(client: httpx.AsyncClient, keys: dict
     r = await replay(client, keys["ops"], **body)
     assert r.status_code == 422, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_a_stored_compaction_view_is_replayed_only_if_made_before_the_turn(
+        client: httpx.AsyncClient, keys: dict[str, str]) -> None:
+    rt, ops = keys["rt"], keys["ops"]
+    await _seed(client, rt, "s-long")
+    first = (await _turn(client, rt, "turn-c1"))["manifest"]
+    block = f"session://s-long/compaction/{first['compaction']['compaction_id']}"
+    assert block in {s["ref"] for s in first["segments"]}
+    variants = [{"name": "stored"}, {"name": "raw", "compaction": False}]
+
+    row = (await replay(client, ops, turn_ids=["turn-c1"], variants=variants)).json()["turns"][0]
+    stored, raw = row["variants"]["stored"], row["variants"]["raw"]
+    assert stored["status"] == "ok", stored
+    assert block in {s["ref"] for s in stored["shape"]["segments"]}
+    assert block not in stored["vs_recorded"]["removed"]
+    assert raw["status"] == "ok", raw  # the raw window, budgeted (long results compressed)
+    assert block in raw["vs_first"]["removed"]
+
+    # The session compacts again after more events: that view read events turn-c1 never saw,
+    # so a replay of turn-c1 does not serve it (nor the first, no longer the latest).
+    r = await client.post("/v1/sessions/s-long/events", headers=bearer(rt),
+                          json={"user_id": "alice", "events": _long_session()[3:]})
+    assert r.status_code == 201, r.text
+    third = (await _turn(client, rt, "turn-c3"))["manifest"]["compaction"]
+    assert third["compaction_id"] != first["compaction"]["compaction_id"]
+    row = (await replay(client, ops, turn_ids=["turn-c1"], variants=variants[:1])
+           ).json()["turns"][0]
+    later = row["variants"]["stored"]
+    assert later["status"] == "ok", later
+    assert not any("/compaction/" in s["ref"] for s in later["shape"]["segments"])
