@@ -58,6 +58,10 @@ class TurnSelection:
 class TurnRecords(Protocol):
     async def turn(self, *, tenant_id: str, turn_id: str) -> RecordedTurn | None: ...
 
+
+class TurnSelector(Protocol):
+    """The recorded turns a replay runs (``app.service.replay``)."""
+
     async def select(self, *, tenant_id: str, selection: TurnSelection
                      ) -> list[RecordedTurn]:
         """The tenant's turns ``selection`` names, oldest first (by manifest time)."""

@@ -27,7 +27,7 @@ from app.core.errors import DomainError, ForbiddenScope
 from app.core.explain import recorded_scope
 from app.core.model import Principal, Role, Scope, TurnRequest
 from app.core.replay import AsOf, Variant, as_of, diff, replay_request, shape, summarize
-from app.ports_explain import RecordedTurn, TurnRecords, TurnSelection
+from app.ports_explain import RecordedTurn, TurnSelection, TurnSelector
 
 
 class DryRun(Protocol):
@@ -44,7 +44,7 @@ class Replayed:
 
 
 class ReplayService:
-    def __init__(self, *, turns: TurnRecords, assembler: DryRun) -> None:
+    def __init__(self, *, turns: TurnSelector, assembler: DryRun) -> None:
         self._turns = turns
         self._assembler = assembler
 
@@ -75,6 +75,9 @@ class ReplayService:
         point = as_of(turn.body, recorded)
         out: dict[str, Any] = {"turn_id": turn.turn_id, "status": "replayed",
                                "session_id": turn.body.get("session_id"),
+                               # "client": the turn sent its own query vector, which is not
+                               # kept; the replay's is the server's (retrieval may differ)
+                               "query_vector": recorded.get("query_vector", "server"),
                                "recorded": was.to_json(), "variants": {}}
         first = None
         for variant in variants:
