@@ -108,7 +108,10 @@ async def _measure(owner_url: str, redis_url: str, turns: int) -> dict[str, Any]
             if ok else None,
             "median_tokens_delta": statistics.median(
                 [x["vs_recorded"]["tokens_delta"] for x in ok]) if ok else None,
-            "differing_refs_by_kind": dict(moved)}
+            "differing_refs_by_kind": dict(moved),
+            "differing_sample": [
+                {k: x["vs_recorded"][k] for k in ("added", "removed", "changed")}
+                for x in ok if x not in same][:5]}
     return out
 
 

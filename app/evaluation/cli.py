@@ -208,7 +208,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
         data = retrieval_data.generate(args.seed, args.users)
         name = args.name or "facts-bench"
         origin = f"bench-seed{args.seed}-users{args.users}"
-    suite = facts_suite(data, name=name, version=f"g1-{origin}-k{args.k}-b{args.budget}",
+    suite = facts_suite(data, name=name, version=f"g2-{origin}-k{args.k}-b{args.budget}",
                         budget=args.budget, k=args.k, min_recall=args.min_recall,
                         max_freshness_error=args.max_freshness_error)
     Suite.model_validate(suite)  # what `eval run` will load: refuse to write what it refuses

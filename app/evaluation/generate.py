@@ -10,9 +10,10 @@ shared knowledge corpus:
 1. every document, in batches (``POST /v1/knowledge/documents``, version ``"1"``);
 2. the user's earlier sessions in file order, each in one append (so event ``i`` of a session
    is its seq ``i + 1``) unless it exceeds the API's per-call maximum;
-3. with sessions, a wait until the server has embedded every appended event (``wait_for`` on
-   ``GET /v1/admin/embeddings``): a turn searches other sessions by meaning over exactly
-   those vectors, so without it a paraphrase's recall would depend on timing;
+3. with sessions, a wait until the server has embedded every event the case's tenant
+   appended (``wait_for`` on ``GET /v1/admin/embeddings?tenant_id=``): a turn searches
+   other sessions by meaning over exactly those vectors, so without it a paraphrase's recall
+   would depend on timing;
 4. each question as the first turn of a new session (``session_visibility: all``, a budget),
    with ``expect.relevant`` = its evidence and ``expect.stale`` = superseded answers.
 
@@ -99,7 +100,8 @@ def facts_suite(data: RetrievalSet, *, name: str, version: str, budget: int = 40
         sessions = [s for s in data.sessions if s.user_id == user_id]
         steps = [*docs, *(a for s in sessions for a in _appends(s))]
         if sessions:
-            steps.append({"key": PLATFORM, "call": "GET /v1/admin/embeddings",
+            steps.append({"key": PLATFORM,
+                          "call": "GET /v1/admin/embeddings?tenant_id={tenant:t}",
                           "wait_for": {"path": "tables.session_events.pending", "equals": 0,
                                        "timeout_s": EMBEDDED_WAIT_S}})
         steps += [_turn(q, budget) for q in questions]

@@ -85,11 +85,15 @@ class ReEmbedder:
     async def aclose(self) -> None:
         await self._jobs.close()
 
-    async def status(self) -> EmbeddingStatus:
+    async def status(self, tenant_id: str | None = None) -> EmbeddingStatus:
+        """Rows per table and provenance, of every tenant or of ``tenant_id`` (what a caller
+        waiting for its own writes to be embedded reads: another tenant's backlog, e.g. of
+        an embedder no longer configured, is not its wait)."""
         tables: dict[str, dict[Provenance, int]] = {
             t: dict.fromkeys(PROVENANCES, 0) for t in self._store.tables}
         for c in await self._store.census(space=self._space):
-            tables[c.table][c.provenance] += c.rows
+            if tenant_id is None or c.tenant_id == tenant_id:
+                tables[c.table][c.provenance] += c.rows
         return EmbeddingStatus(embedder=self._space.current, legacy=self._space.legacy,
                                running=self.running, tables=tables)
 

@@ -112,8 +112,9 @@ class App:
         assert token is not None
         self.admin = bearer(token.get_secret_value())
 
-    async def report(self) -> dict[str, Any]:
-        r = await self.http.get("/v1/admin/embeddings", headers=self.admin)
+    async def report(self, tenant_id: str | None = None) -> dict[str, Any]:
+        r = await self.http.get("/v1/admin/embeddings", headers=self.admin,
+                                params={"tenant_id": tenant_id} if tenant_id else None)
         assert r.status_code == 200, r.text
         return dict(r.json())
 
@@ -351,6 +352,10 @@ async def test_the_census_crosses_tenants_under_a_plain_owner_and_the_app_role_c
         await _seed(app, f"t{uid}b")
         report = await app.report()
         assert _counts(report, "knowledge_chunks") == {"current": 10, "client": 2}
+        # One tenant's own rows (what a caller waiting for its writes reads); none: zeros.
+        assert _counts(await app.report(f"t{uid}a"), "knowledge_chunks") == {
+            "current": 5, "client": 1}
+        assert _counts(await app.report("no-such-tenant"), "knowledge_chunks") == {}
         # The app role setting the census option still sees no tenant's rows but its own.
         async with container.db.unscoped_tx() as conn:
             await conn.execute(Sql("SET LOCAL ctxgate.embedding_census = 'on'"))

@@ -44,7 +44,7 @@ def _appended(case: dict[str, Any]) -> dict[str, list[str]]:
 def test_the_suite_names_each_questions_evidence(tmp_path: Path) -> None:
     data = retrieval_data.generate(7, 2)
     suite = _generate(tmp_path, "--from", "bench", "--users", "2", "--seed", "7")
-    assert suite["version"] == "g1-bench-seed7-users2-k5-b4000"
+    assert suite["version"] == "g2-bench-seed7-users2-k5-b4000"
     assert suite["thresholds"] == {"recall_at_k": {"min": 0.5}}
     assert len(suite["cases"]) == 2
     questions = {q.query: q for q in data.questions}
@@ -56,7 +56,7 @@ def test_the_suite_names_each_questions_evidence(tmp_path: Path) -> None:
         assert len(turns) == 6
         # the embedding wait comes after the last append and before the first question
         calls = [s["call"] for s in case["steps"]]
-        wait = calls.index("GET /v1/admin/embeddings")
+        wait = calls.index("GET /v1/admin/embeddings?tenant_id={tenant:t}")
         assert all(c.endswith("/events") for c in calls[wait - 8:wait]) and calls[wait + 1:] == [
             "POST /v1/context"] * 6
         for turn in turns:
@@ -86,7 +86,7 @@ def test_a_jsonl_dataset_gives_the_same_cases(tmp_path: Path) -> None:
                           "--max-freshness-error", "0.2")
     assert from_file["cases"] == from_bench["cases"]  # stale refs survive the round trip
     assert from_file["name"] == "facts-set"
-    assert from_file["version"].startswith("g1-jsonl-")
+    assert from_file["version"].startswith("g2-jsonl-")
     assert from_file["thresholds"] == {"recall_at_k": {"min": 0.7},
                                        "freshness_error": {"max": 0.2}}
     # the same parameters give the same file
@@ -114,9 +114,10 @@ async def test_a_generated_suite_runs_and_recalls(live_url: str) -> None:
     result = await Runner(live_url, TOKEN).run(suite)
     data = report.run_json(result)
     [case] = data["cases"]
-    # every write 2xx (the embedding wait counts every tenant's pending events: a server whose
-    # earlier tests left another embedder's events unembedded may not reach 0)
-    assert not [f for f in case["failed_checks"] if "status" in f], case["failed_checks"]
+    # every write 2xx, and the wait for the case's own tenant's events reached (other tenants'
+    # backlogs on this shared server do not count)
+    assert not [f for f in case["failed_checks"] if "status" in f or "reached" in f], \
+        case["failed_checks"]
     assert data["metrics"]["recall_at_k"] > 0, data["metrics"]
     # an earlier session's event is found by a new session's first turn
     recalled = [s.samples["recall_at_k"][0] for step, s in result.cases[0].steps

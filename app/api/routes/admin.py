@@ -122,11 +122,13 @@ async def set_tenant_settings(tenant_id: Annotated[Id, Path()], body: TenantSett
 
 @router.get("/v1/admin/embeddings", response_model=EmbeddingsReport,
             responses=ERRORS)  # type: ignore[arg-type]
-async def embeddings(_: PlatformAdminDep, container: ContainerDep) -> EmbeddingsReport:
+async def embeddings(_: PlatformAdminDep, container: ContainerDep,
+                     tenant_id: Annotated[Id | None, Query()] = None) -> EmbeddingsReport:
     """The configured embedder, how many stored vectors per table it made, how many another
     model made (stale: re-embedded in the background, or, a client's, never), and whether
-    this worker's re-embedding job runs (docs/embeddings.md)."""
-    status = await container.reembedder.status()
+    this worker's re-embedding job runs (docs/embeddings.md). ``tenant_id``: that tenant's
+    rows only (a tenant with none reads all zeros, as a missing one)."""
+    status = await container.reembedder.status(tenant_id)
     return EmbeddingsReport(
         embedder=status.embedder, legacy_embedder=status.legacy, running=status.running,
         tables={t: EmbeddingCounts(**counts) for t, counts in status.tables.items()})

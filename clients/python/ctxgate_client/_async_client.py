@@ -634,11 +634,13 @@ class AsyncCtxgateClient:
             body=body(require_assertion=require_assertion, algorithm=algorithm, key=key,
                       issuer=issuer, audience=audience)))
 
-    async def embeddings_report(self) -> EmbeddingsReport:
+    async def embeddings_report(self, *, tenant_id: str | None = None) -> EmbeddingsReport:
         """GET /v1/admin/embeddings: per table, vectors current / stale / client-supplied /
-        pending against the configured embedder, and whether re-embedding runs."""
+        pending against the configured embedder (of ``tenant_id``'s rows only, if given),
+        and whether re-embedding runs."""
         return await self._send(Call(method="GET", path="/v1/admin/embeddings",
-                                     read=model(EmbeddingsReport), idempotent=True))
+                                     read=model(EmbeddingsReport), idempotent=True,
+                                     params={"tenant_id": tenant_id}))
 
     async def get_tenant_settings(self, tenant_id: str) -> TenantSettings:
         """GET /v1/admin/tenants/{tenant}/settings: the tenant's defaults for its turns."""
