@@ -17,59 +17,32 @@ import argparse
 import asyncio
 import cProfile
 import io
-import os
 import pstats
-import random
-import secrets
 import statistics
 import time
 from pathlib import Path
 
-import httpx
-import numpy as np
-
 from app.core.conflicts import _statements
-from app.main import Container, create_app
-from app.settings import Settings
-from bench import ingest
-from bench.generate import SCALES, generate
-from bench.run import NO_QUOTAS, Config, _body, _requests, _stores
+from bench.inprocess import small_service
+from bench.run import Config, _requests, _stores
 
 
 async def _profile(owner_url: str, redis_url: str, turns: int, top: int,
                    stats: Path | None) -> str:
-    ds = generate(42, SCALES["small"], "prof", progress=False)
-    await ingest.bulk_load(ds, owner_url, progress=False)
-    await ingest.write_tails(ds, redis_url, "ctxgate-prof")
-    keys = await ingest.create_keys(ds, owner_url)
-    for name, value in NO_QUOTAS.items():
-        os.environ[name] = value
-    settings = Settings(database_url=owner_url, redis_url=redis_url,
-                        redis_prefix="ctxgate-prof", admin_token=secrets.token_urlsafe())
-    container = await Container.open(settings)
-    try:
-        transport = httpx.ASGITransport(app=create_app(container=container))
-        async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
-            async def post(key: str, body: bytes) -> float:
-                t0 = time.process_time()
-                r = await client.post("/v1/context", content=body, headers={
-                    "Authorization": f"Bearer {key}", "content-type": "application/json"})
-                assert r.status_code == 200, r.text[:500]
-                return time.process_time() - t0
+    async with small_service(owner_url, redis_url, "prof") as svc:
+        async def post(key: str, body: bytes) -> float:
+            t0 = time.process_time()
+            await svc.turn(key, body)
+            return time.process_time() - t0
 
-            sessions = [(t, sess) for t in ds.tenants for sess in ds.tenant_sessions.get(t, [])]
-            for i, (t, sess) in enumerate(sessions):  # every session's first turn, as the bench
-                await post(keys[t], _body(ds, t, sess, random.Random(i), np.random.Generator(
-                    np.random.PCG64(i)), client_emb=True))
-            mix = _requests(ds, keys, client_emb=True, n=turns, seed=42)
-            for key, body in mix[:20]:  # warm the caches the steady state has
-                await post(key, body)
-            profiler = cProfile.Profile(time.process_time)  # CPU, not the waits
-            profiler.enable()
-            cpu = [await post(key, body) for key, body in mix]
-            profiler.disable()
-    finally:
-        await container.close()
+        await svc.first_turns(client_emb=True)  # untimed, as the bench
+        mix = _requests(svc.ds, svc.keys, client_emb=True, n=turns, seed=42)
+        for key, body in mix[:20]:  # warm the caches the steady state has
+            await post(key, body)
+        profiler = cProfile.Profile(time.process_time)  # CPU, not the waits
+        profiler.enable()
+        cpu = [await post(key, body) for key, body in mix]
+        profiler.disable()
     out = io.StringIO()
     out.write(f"turns {len(cpu)}; CPU per turn (ms): median "
               f"{statistics.median(cpu) * 1000:.2f}, mean {statistics.fmean(cpu) * 1000:.2f}\n")

@@ -17,26 +17,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import random
-import secrets
 import statistics
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
-import numpy as np
 import orjson
 
-from app.main import Container, create_app
-from app.settings import Settings
-from bench import ingest
-from bench.generate import SCALES, generate
-from bench.run import NO_QUOTAS, Config, _body, _requests, _stores
+from bench.inprocess import small_service
+from bench.run import Config, _requests, _stores
 
-VARIANTS = [{"name": "recorded"}, {"name": "half", "budget": {"max_tokens": 4000}}]
+VARIANTS: list[dict[str, Any]] = [{"name": "recorded"}, {"name": "half", "budget": {"max_tokens": 4000}}]
 
 
 def _kind(ref: str) -> str:
@@ -44,46 +36,23 @@ def _kind(ref: str) -> str:
 
 
 async def _measure(owner_url: str, redis_url: str, turns: int) -> dict[str, Any]:
-    ds = generate(42, SCALES["small"], "replay", progress=False)
-    await ingest.bulk_load(ds, owner_url, progress=False)
-    await ingest.write_tails(ds, redis_url, "ctxgate-replay")
-    keys = await ingest.create_keys(ds, owner_url)
-    for name, value in NO_QUOTAS.items():
-        os.environ[name] = value
-    token = secrets.token_urlsafe()
-    settings = Settings(database_url=owner_url, redis_url=redis_url,
-                        redis_prefix="ctxgate-replay", admin_token=token)
-    container = await Container.open(settings)
-    try:
-        transport = httpx.ASGITransport(app=create_app(container=container))
-        async with httpx.AsyncClient(transport=transport, base_url="http://r",
-                                     timeout=600) as client:
-            async def post(key: str, body: bytes) -> None:
-                r = await client.post("/v1/context", content=body, headers={
-                    "Authorization": f"Bearer {key}", "content-type": "application/json"})
-                assert r.status_code == 200, r.text[:500]
-
-            sessions = [(t, s) for t in ds.tenants for s in ds.tenant_sessions.get(t, [])]
-            for i, (t, sess) in enumerate(sessions):
-                await post(keys[t], _body(ds, t, sess, random.Random(i), np.random.Generator(
-                    np.random.PCG64(i)), client_emb=False))
-            for key, body in _requests(ds, keys, client_emb=False, n=turns, seed=42):
-                await post(key, body)
-            rows: list[dict[str, Any]] = []
-            wall = 0.0
-            for tenant in ds.tenants:
-                r = await client.post("/v1/admin/keys", headers={
-                    "Authorization": f"Bearer {token}"}, json={"tenant_id": tenant,
-                                                               "role": "ops"})
-                ops = r.json()["api_key"]
-                t0 = time.perf_counter()
-                r = await client.post("/v1/replays", headers={"Authorization": f"Bearer {ops}"},
-                                      json={"limit": 200, "variants": VARIANTS})
-                wall += time.perf_counter() - t0
-                assert r.status_code == 200, r.text[:500]
-                rows += r.json()["turns"]
-    finally:
-        await container.close()
+    rows: list[dict[str, Any]] = []
+    wall = 0.0
+    async with small_service(owner_url, redis_url, "replay") as svc:
+        await svc.first_turns(client_emb=False)
+        for key, body in _requests(svc.ds, svc.keys, client_emb=False, n=turns, seed=42):
+            await svc.turn(key, body)
+        for tenant in svc.ds.tenants:
+            r = await svc.client.post("/v1/admin/keys", json={"tenant_id": tenant,
+                                                              "role": "ops"}, headers={
+                "Authorization": f"Bearer {svc.admin_token}"})
+            ops = r.json()["api_key"]
+            t0 = time.perf_counter()
+            r = await svc.client.post("/v1/replays", json={"limit": 200, "variants": VARIANTS},
+                                      headers={"Authorization": f"Bearer {ops}"})
+            wall += time.perf_counter() - t0
+            assert r.status_code == 200, r.text[:500]
+            rows += r.json()["turns"]
     replayed = [r for r in rows if r["status"] == "replayed"]
     out: dict[str, Any] = {"turns_recorded": len(rows), "turns_replayed": len(replayed),
                            "variants": {},
