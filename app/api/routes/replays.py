@@ -13,11 +13,15 @@ from app.api.schemas import BudgetIn, Id, Problem, RetrievalIn, Wire
 from app.core.model import Budget
 from app.core.replay import Variant
 from app.ports_explain import TurnSelection
+from app.service import degraded
 
 router = APIRouter(tags=["manifests"], route_class=OrjsonRoute)
-ERRORS = {s: {"model": Problem} for s in (401, 403, 422, 503)}
+ERRORS = {s: {"model": Problem} for s in (401, 403, 422, 429, 503)}
 MAX_TURNS = 200
 MAX_VARIANTS = 4
+# Dry runs in one request (turns x variants): at ~40 ms each on a loaded core, about the
+# longest a client should wait on one answer; a larger replay is several requests.
+MAX_RUNS = 400
 
 
 class VariantIn(Wire):
@@ -70,6 +74,10 @@ class ReplayIn(Wire):
             raise ValueError("variant names must be distinct")
         if len(set(self.turn_ids)) != len(self.turn_ids):
             raise ValueError("turn_ids must be distinct")
+        runs = max(self.limit, len(self.turn_ids)) * max(1, len(self.variants))
+        if runs > MAX_RUNS:
+            raise ValueError(f"at most {MAX_RUNS} dry runs a request (turns x variants): "
+                             f"lower limit or send fewer variants")
         return self
 
     def selection(self) -> TurnSelection:
@@ -117,6 +125,12 @@ async def replay(body: ReplayIn, principal: OpsDep, container: ContainerDep) -> 
     """Ops and admin keys: assemble the tenant's recorded turns again, as dry runs (nothing
     is written: no manifest, session event, compaction, audit record or metric), under up to
     four variants, and compare each with what the turn recorded and with the first variant.
-    A named turn of another tenant reads as ``not_found``, like a missing one."""
-    got = await container.replays.replay(principal, body.selection(), body.domain_variants())
+    A named turn of another tenant reads as ``not_found``, like a missing one. The replay is
+    one turn in flight for the tenant's quota and the worker's admission (429 / 503 with
+    ``Retry-After`` when full): its dry runs go one after another, never beside live turns
+    in more than one slot."""
+    with degraded.recording():  # a quota check without Redis is the replay's own business
+        async with container.quotas.turn(principal), container.admission.slot():
+            got = await container.replays.replay(principal, body.selection(),
+                                                 body.domain_variants())
     return ReplayOut(turns=got.turns, summary=got.summary)
