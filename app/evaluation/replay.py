@@ -19,6 +19,8 @@ from typing import Any
 import orjson
 import yaml
 
+from app.evaluation import report
+
 
 def add_parser(ev: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = ev.add_parser("replay", help="replay recorded turns under variants (server-side)",
@@ -37,7 +39,7 @@ def add_parser(ev: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="fail when a variant's median ref overlap with the recorded turns "
                         "is below this")
     p.add_argument("--out", type=Path, default=Path("eval-report"),
-                   help="directory for replay.json")
+                   help="directory for replay.json and replay.html")
     p.set_defaults(func=cmd_replay)
 
 
@@ -87,6 +89,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
     data["passed"], data["failed"] = not failed, failed
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "replay.json").write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    (args.out / "replay.html").write_text(report.replay_html(data), encoding="utf-8")
     print(f"{'variant':<20} {'turns':>5} {'ok':>4} {'changed':>7} {'tokens':>8} {'overlap':>7}")
     for name in names:
         s = data["summary"][name]
@@ -97,5 +100,5 @@ def cmd_replay(args: argparse.Namespace) -> None:
         print(f"not replayed: {len(skipped)} ("
               + ", ".join(f"{t['turn_id']}: {t['status']}" for t in skipped[:5]) + ")")
     print("\n".join(failed))
-    print(f"{'PASSED' if not failed else 'FAILED'}: {args.out / 'replay.json'}")
+    print(f"{'PASSED' if not failed else 'FAILED'}: {args.out / 'replay.html'}")
     sys.exit(0 if not failed else 1)

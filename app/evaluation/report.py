@@ -136,3 +136,32 @@ def compare_html(report: dict[str, Any]) -> str:
                 for r in report["deltas"]]),
         "<h2>Failed</h2>", _table(["why"], [[f] for f in report["failed"]]),
     ])
+
+
+def replay_html(report: dict[str, Any]) -> str:
+    """``ctxgate eval replay``'s page: the variants' totals and, per turn, each variant's
+    tokens and its refs against what the turn recorded (counts; the refs are in the JSON)."""
+    names = list(report["summary"])
+    rows = []
+    for t in report["turns"]:
+        cells: list[Any] = [t["turn_id"], t["status"], (t.get("recorded") or {}).get(
+            "total_tokens")]
+        for name in names:
+            v = (t.get("variants") or {}).get(name)
+            if v is None or v["status"] != "ok":
+                cells.append(None if v is None else f"error: {v['error']}")
+                continue
+            d = v["vs_recorded"]
+            cells.append(f"{v['shape']['total_tokens']} tokens, overlap {d['overlap']}, "
+                         f"+{len(d['added'])} -{len(d['removed'])} ~{len(d['changed'])}")
+        rows.append(cells)
+    return _page("ctxgate eval replay", [
+        "<h1>ctxgate eval replay</h1>", _verdict(report["passed"]),
+        _table(["variant", "turns", "ok", "errors", "turns changed", "median tokens",
+                "median overlap with recorded"],
+               [[n, s["turns"], s["ok"], s["errors"], s["turns_changed"], s["median_tokens"],
+                 s["median_overlap_with_recorded"]] for n, s in report["summary"].items()]),
+        "<h2>Failed</h2>", _table(["why"], [[f] for f in report["failed"]]),
+        "<h2>Turns</h2>",
+        _table(["turn", "status", "recorded tokens", *names], rows),
+    ])

@@ -65,6 +65,8 @@ def test_replay_cli_reports_shapes_and_judges_variants(
     assert all("kb://runbook#v1:c0" in t["variants"]["starved"]["vs_first"]["removed"]
                for t in data["turns"])
     assert "kestrel" not in raw and "refund question" not in raw
+    page = (tmp_path / "o" / "replay.html").read_text()
+    assert "r-2" in page and "starved" in page and "kestrel" not in page
 
     with pytest.raises(SystemExit) as done:
         main([*argv, "--min-overlap", "0.99"])
