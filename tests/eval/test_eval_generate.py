@@ -122,7 +122,7 @@ async def test_a_generated_suite_runs_and_recalls(live_url: str) -> None:
     # an earlier session's event is found by a new session's first turn
     recalled = [s.samples["recall_at_k"][0] for step, s in result.cases[0].steps
                 if step.expect.relevant and step.expect.relevant[0].startswith("session://")]
-    assert len(recalled) == 3 and sum(recalled) > 0
+    assert recalled == [1.0, 1.0, 1.0]  # the wait makes it deterministic, not timing
 
 
 def test_a_memory_made_from_the_evidence_counts_as_it() -> None:
