@@ -275,8 +275,9 @@ class Container:
                              detectors=fingerprint()),
             tail_len=settings.session_tail_len, count_tokens=count, scan=scan,
             appended=recall.appended)
-        task_svc = TaskService(PgTaskStore(db),
-                               retention_days=settings.task_checkpoint_retention_days)
+        task_svc = TaskService(PgTaskStore(db, detectors=fingerprint()),
+                               retention_days=settings.task_checkpoint_retention_days,
+                               scan=scan)
         bundle_svc = BundleService(PgBundleStore(db), detectors=SECRET_DETECTORS,
                                    count_tokens=count,
                                    revoked_policy=settings.bundle_revoked_policy,

@@ -11,7 +11,8 @@ tenant is created through the key service.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -20,11 +21,12 @@ from sqlalchemy.engine import make_url
 
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.keys import PgKeyStore
+from app.adapters.postgres.tasks import checkpoint_from, findings_json
 from app.adapters.redis.client import open_redis
 from app.adapters.redis.keys import tail_key
 from app.adapters.redis.session_tail import Derived, encode_event
 from app.adapters.tokenizers.tiktoken_counter import TiktokenCounter
-from app.core.candidates import with_derived
+from app.core.candidates import scan_task_state, with_derived
 from app.core.detectors import ALL_DETECTORS
 from app.core.detectors.prefilter import Prefiltered
 from app.core.model import DataLevel, Role, SessionEvent
@@ -49,7 +51,7 @@ SESSION_COLS = ("tenant_id", "session_id", "user_id", "agent_id", "parent_sessio
 EVENT_COLS = ("tenant_id", "session_id", "seq", "type", "role", "content", "call_id", "name",
               "arguments", "is_error", "created_at", "search_text")
 TASK_COLS = ("tenant_id", "task_id", "revision", "user_id", "session_id", "parent_task_id",
-             "body", "created_at")
+             "body", "created_at", "findings")
 MEMORY_COLS = ("tenant_id", "memory_id", "statement", "norm_sha256", "origin", "evidence_ref",
                "scope_level", "user_id", "domain", "owner", "source_session", "confidence",
                "sensitivity", "status", "pinned", "observed_at", "confirmed_at", "embedding",
@@ -123,7 +125,7 @@ async def bulk_load(ds: Dataset, owner_url: str, *, progress: bool = True) -> In
         async with conn.transaction():
             await _copy(conn, "sessions", SESSION_COLS, ds.sessions)
             await _copy(conn, "session_events", EVENT_COLS, events)
-            tasks = [(*t[:6], _json(t[6]), t[7]) for t in ds.checkpoints]
+            tasks = [(*t[:6], _json(t[6]), t[7], _task_findings(t)) for t in ds.checkpoints]
             await _copy(conn, "task_checkpoints", TASK_COLS, tasks)
             await _copy(conn, "memories", MEMORY_COLS, ds.memories)
         events_s = time.perf_counter() - t2
@@ -141,6 +143,17 @@ def _json(value: Any) -> str:
     import orjson
 
     return orjson.dumps(value).decode()
+
+
+def _task_findings(row: tuple[Any, ...]) -> str | None:
+    """What the service stores with a checkpoint it writes (``TaskService.put``): the
+    detectors' findings in its task state texts, tagged with the detector code's fingerprint."""
+    _, task, revision, user, sid, parent, body, at = row
+    cp = checkpoint_from(body, task_id=task, revision=revision, user_id=user, session_id=sid,
+                         parent_task_id=parent, created_at=at)
+    scanned = replace(cp, scanned=scan_task_state(cp, datetime.now(UTC),
+                                                  Prefiltered(ALL_DETECTORS)))
+    return _json(findings_json(scanned, fingerprint()))
 
 
 async def write_tails(ds: Dataset, redis_url: str, prefix: str) -> float:

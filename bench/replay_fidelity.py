@@ -28,7 +28,8 @@ import orjson
 from bench.inprocess import small_service
 from bench.run import Config, _requests, _stores
 
-VARIANTS: list[dict[str, Any]] = [{"name": "recorded"}, {"name": "half", "budget": {"max_tokens": 4000}}]
+VARIANTS: list[dict[str, Any]] = [{"name": "recorded"},
+                                  {"name": "half", "budget": {"max_tokens": 4000}}]
 
 
 def _kind(ref: str) -> str:

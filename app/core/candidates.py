@@ -20,6 +20,7 @@ the injected ``count_tokens``. Labels are chosen so the guards can check them, n
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -34,6 +35,7 @@ from app.core.model import (
     Freshness,
     Kind,
     Layer,
+    ScannedPart,
     Scope,
     Section,
     SessionEvent,
@@ -79,9 +81,28 @@ def checkpoint_detail_text(cp: TaskCheckpoint, now: datetime | None = None, *,
     return "\n".join(lines)
 
 
+def _task_texts(cp: TaskCheckpoint, now: datetime | None) -> list[tuple[str, str]]:
+    """(part, text) of the task state candidates: ``core``, and ``detail`` unless empty."""
+    detail = checkpoint_detail_text(cp, now)
+    return [("core", checkpoint_core_text(cp, now)), *([("detail", detail)] if detail else [])]
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def scan_task_state(cp: TaskCheckpoint, now: datetime | None, scan: Detector
+                    ) -> tuple[ScannedPart, ...]:
+    """The detectors' findings in ``cp``'s task state texts as rendered at ``now``: made once
+    when a revision is written and stored with it (``TaskCheckpoint.scanned``)."""
+    return tuple(ScannedPart(part, text_digest(text), tuple(scan(text)))
+                 for part, text in _task_texts(cp, now))
+
+
 def _task_candidate(cp: TaskCheckpoint, tenant_id: str, part: str, content: str,
                     count_tokens: CountTokens) -> Candidate:
     core = part == "core"
+    stored = next((p for p in cp.scanned if p.part == part), None)
     return Candidate(
         ref=checkpoint_ref(cp.task_id, cp.revision, part),
         kind=Kind.TASK_STATE, layer=Layer.TASK, section=Section.DYNAMIC, role="system",
@@ -91,6 +112,8 @@ def _task_candidate(cp: TaskCheckpoint, tenant_id: str, part: str, content: str,
         freshness=Freshness(observed_at=cp.created_at, revision=str(cp.revision)),
         tokens=count_tokens(content), priority=100 if core else 80, never_compress=core,
         reason=f"task checkpoint {part}",
+        scanned=scanned(content, stored.findings)
+        if stored is not None and stored.digest == text_digest(content) else None,
     )
 
 
@@ -98,12 +121,8 @@ def task_state_candidates(
     checkpoint: TaskCheckpoint, tenant_id: str, count_tokens: CountTokens,
     now: datetime | None = None,
 ) -> list[Candidate]:
-    out = [_task_candidate(checkpoint, tenant_id, "core",
-                           checkpoint_core_text(checkpoint, now), count_tokens)]
-    detail = checkpoint_detail_text(checkpoint, now)
-    if detail:
-        out.append(_task_candidate(checkpoint, tenant_id, "detail", detail, count_tokens))
-    return out
+    return [_task_candidate(checkpoint, tenant_id, part, text, count_tokens)
+            for part, text in _task_texts(checkpoint, now)]
 
 
 def query_candidate(

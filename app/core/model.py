@@ -341,6 +341,21 @@ class TaskCheckpoint:
     next_safe_action: str = ""
     admission: Admission | None = None
     created_at: datetime | None = None
+    # What the detectors found in the task state's texts as rendered when the revision was
+    # written (``candidates.scan_task_state``): every worker's first turn on the task takes
+    # them instead of scanning ~10 kB of task state. Not part of the checkpoint's content.
+    scanned: tuple[ScannedPart, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedPart:
+    """Findings of one task state text (``core``, ``detail``), by the digest of that text:
+    they apply to a turn's text only when it renders the same (a constraint that expired
+    since renders differently, and is scanned)."""
+
+    part: str
+    digest: str
+    findings: tuple[Finding, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ import pytest
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.tasks import PgTaskStore
 from app.core.errors import StaleRevision
-from app.core.model import Constraint, TaskCheckpoint, ToolEffect
+from app.core.model import Constraint, Finding, ScannedPart, TaskCheckpoint, ToolEffect
 
 
 @pytest.fixture
@@ -89,3 +89,17 @@ async def test_tenants_do_not_share_tasks(db: Database, tenant: str, other_tenan
     assert await store.get(tenant_id=other_tenant, task_id="task-1") is None
     assert await store.put(tenant_id=other_tenant, checkpoint=checkpoint("theirs"),
                            expected_revision=0) == 1
+
+
+async def test_task_state_findings_are_kept_for_the_detector_code_that_made_them(
+        db: Database, tenant: str) -> None:
+    found = (Finding(type="pii.email", action="mask", start=3, end=9),)
+    parts = (ScannedPart("core", "d1", found), ScannedPart("detail", "d2", ()))
+    store = PgTaskStore(db, detectors="fp-1")
+    await store.put(tenant_id=tenant, checkpoint=replace(checkpoint("g"), scanned=parts),
+                    expected_revision=None)
+    got = await store.get(tenant_id=tenant, task_id="task-1")
+    assert got is not None and got.scanned == parts
+    # Another detector code reads none of them (the task state is scanned again).
+    other = await PgTaskStore(db, detectors="fp-2").get(tenant_id=tenant, task_id="task-1")
+    assert other is not None and other.scanned == () and other == got

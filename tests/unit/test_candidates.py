@@ -1,16 +1,20 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from app.core.candidates import (
     event_content,
     query_candidate,
+    scan_task_state,
     session_candidates,
     task_state_candidates,
 )
 from app.core.model import (
     Acl,
+    Constraint,
     DataLevel,
+    Finding,
     Kind,
     KnowledgeHit,
     Layer,
@@ -112,3 +116,23 @@ def test_counts_made_once_upstream_are_used_and_missing_ones_are_made() -> None:
                              count_tokens=count)
     assert [c.tokens for c in got] == [2, 7]
     assert event_content(events[1]) == got[1].content
+
+
+def test_task_state_takes_stored_findings_only_for_the_text_they_were_made_of() -> None:
+    written = datetime(2026, 6, 1, tzinfo=UTC)
+    cp = checkpoint(constraints=(Constraint(text="only before 2026-06-30", kind="deadline",
+                                            expires_at="2026-06-30T00:00:00+00:00"),))
+    found = (Finding(type="pii.email", action="mask", start=0, end=4),)
+    parts = scan_task_state(cp, written, lambda text: list(found))
+    assert [p.part for p in parts] == ["core", "detail"]
+    stored = replace(cp, scanned=parts)
+    core, _ = task_state_candidates(stored, TENANT, count, written)
+    assert core.scanned is not None and core.scanned.findings == found
+    assert core.scanned.text is core.content  # what the safety guard requires to take them
+    # Past the deadline the constraint renders "EXPIRED ...": another text, scanned again.
+    later, _ = task_state_candidates(stored, TENANT, count, datetime(2026, 7, 1, tzinfo=UTC))
+    assert later.scanned is None
+    # A revision number other than the one the findings were made for: scanned again.
+    other, _ = task_state_candidates(replace(stored, revision=cp.revision + 1), TENANT,
+                                     count, written)
+    assert other.scanned is None

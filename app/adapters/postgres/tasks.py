@@ -12,6 +12,8 @@ columns. Whether the caller may see a checkpoint (``user_id``) is the service's 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -19,19 +21,28 @@ import asyncpg
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database, Row, Sql
 from app.core.errors import StaleRevision
-from app.core.model import Admission, Constraint, DataLevel, TaskCheckpoint, ToolEffect
+from app.core.model import (
+    Admission,
+    Constraint,
+    DataLevel,
+    ScannedPart,
+    TaskCheckpoint,
+    ToolEffect,
+    tagged_findings,
+    untag_findings,
+)
 
 PUT_SQL = """
 INSERT INTO task_checkpoints
-    (tenant_id, task_id, revision, user_id, session_id, parent_task_id, body)
+    (tenant_id, task_id, revision, user_id, session_id, parent_task_id, body, findings)
 SELECT :tenant_id, :task_id, latest.revision + 1, :user_id, :session_id, :parent_task_id,
-       CAST(:body AS jsonb)
+       CAST(:body AS jsonb), CAST(:findings AS jsonb)
 FROM (SELECT coalesce(max(revision), 0) AS revision FROM task_checkpoints
       WHERE tenant_id = :tenant_id AND task_id = :task_id) AS latest
 WHERE CAST(:expected AS integer) IS NULL OR latest.revision = CAST(:expected AS integer)
 RETURNING revision
 """
-_COLS = "task_id, revision, user_id, session_id, parent_task_id, body, created_at"
+_COLS = "task_id, revision, user_id, session_id, parent_task_id, body, created_at, findings"
 GET_LATEST_SQL = f"""
 SELECT {_COLS} FROM task_checkpoints WHERE tenant_id = :tenant_id AND task_id = :task_id
 ORDER BY revision DESC LIMIT 1
@@ -84,14 +95,41 @@ def _admission(raw: dict[str, Any] | None) -> Admission | None:
                      domains=None if domains is None else tuple(domains))
 
 
-def checkpoint_of(row: Row) -> TaskCheckpoint:
-    body: dict[str, Any] = row.body
+def findings_json(cp: TaskCheckpoint, detectors: str) -> list[Any] | None:
+    """``cp.scanned`` as stored: part, text digest and findings tagged with ``detectors``."""
+    return [[p.part, p.digest, tagged_findings(p.findings, detectors)]
+            for p in cp.scanned] or None
+
+
+def _scanned(raw: Any, detectors: str) -> tuple[ScannedPart, ...]:
+    """Stored findings made by the detector code ``detectors`` names (others: none)."""
+    out = []
+    for item in raw if isinstance(raw, list) else ():
+        found = untag_findings(item[2], detectors) if isinstance(item, list) and \
+            len(item) == 3 else None
+        if found is not None:
+            out.append(ScannedPart(str(item[0]), str(item[1]), found))
+    return tuple(out)
+
+
+def checkpoint_of(row: Row, detectors: str | None = None) -> TaskCheckpoint:
+    """``detectors``: the fingerprint stored findings must carry to be read (None: none)."""
+    cp = checkpoint_from(row.body, task_id=row.task_id, revision=row.revision,
+                         user_id=row.user_id, session_id=row.session_id,
+                         parent_task_id=row.parent_task_id, created_at=row.created_at)
+    return cp if detectors is None else replace(cp, scanned=_scanned(row.findings, detectors))
+
+
+def checkpoint_from(body: dict[str, Any], *, task_id: str, revision: int, user_id: str,
+                    session_id: str | None, parent_task_id: str | None,
+                    created_at: datetime | None) -> TaskCheckpoint:
+    """A checkpoint from its stored ``body`` and the columns beside it."""
     return TaskCheckpoint(
-        task_id=row.task_id,
-        revision=row.revision,
-        user_id=row.user_id,
-        session_id=row.session_id,
-        parent_task_id=row.parent_task_id,
+        task_id=task_id,
+        revision=revision,
+        user_id=user_id,
+        session_id=session_id,
+        parent_task_id=parent_task_id,
         goal=body.get("goal", ""),
         accepted_decisions=tuple(body.get("accepted_decisions", ())),
         verified_evidence=tuple(body.get("verified_evidence", ())),
@@ -101,13 +139,17 @@ def checkpoint_of(row: Row) -> TaskCheckpoint:
         tool_effects=tuple(ToolEffect(**t) for t in body.get("tool_effects", ())),
         next_safe_action=body.get("next_safe_action", ""),
         admission=_admission(body.get("admission")),
-        created_at=row.created_at,
+        created_at=created_at,
     )
 
 
 class PgTaskStore:
-    def __init__(self, db: Database) -> None:
+    """``detectors``: the fingerprint of the detector code; findings stored under another
+    are not read (the task state is scanned again)."""
+
+    def __init__(self, db: Database, *, detectors: str = "") -> None:
         self._db = db
+        self._detectors = detectors
 
     async def put(
         self, *, tenant_id: str, checkpoint: TaskCheckpoint, expected_revision: int | None
@@ -119,6 +161,8 @@ class PgTaskStore:
             "session_id": checkpoint.session_id,
             "parent_task_id": checkpoint.parent_task_id,
             "body": dumps(body_of(checkpoint)),
+            "findings": None if not checkpoint.scanned
+            else dumps(findings_json(checkpoint, self._detectors)),
             "expected": expected_revision,
         }
         attempts = 1 if expected_revision is not None else UNCONDITIONAL_RETRIES
@@ -144,4 +188,4 @@ class PgTaskStore:
                 row = await conn.fetchrow(_LATEST, params)
             else:
                 row = await conn.fetchrow(_REVISION, {**params, "revision": revision})
-        return checkpoint_of(row) if row is not None else None
+        return checkpoint_of(row, self._detectors) if row is not None else None
