@@ -298,12 +298,12 @@ class Container:
             turn_deadline_s=settings.compaction_turn_deadline_ms / 1000,
             max_jobs=settings.compaction_jobs_max,
             history_events=settings.compaction_history_events, compact_at=settings.compact_at)
-        states = PgSessionStateStore(db)
+        states = PgSessionStateStore(db, detectors=fingerprint())
         canaries = CanaryRegistry(PgCanaryStore(db))
         constraint_svc = ConstraintService(
             sessions=session_svc, tasks=task_svc, states=states,
             chunks=PgChunkReader(db, tokenizer=settings.tokenizer, detectors=fingerprint()),
-            count_tokens=count)
+            count_tokens=count, scan=scan)
         assembler = Assembler(
             sessions=session_svc, tasks=task_svc, bundles=bundle_svc, knowledge=kstore,
             manifests=mstore,

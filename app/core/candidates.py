@@ -35,6 +35,7 @@ from app.core.model import (
     Freshness,
     Kind,
     Layer,
+    Scanned,
     ScannedPart,
     Scope,
     Section,
@@ -91,18 +92,29 @@ def text_digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
+def scan_parts(parts: Sequence[tuple[str, str]], scan: Detector) -> tuple[ScannedPart, ...]:
+    """The detectors' findings in each (part, text), by the text's digest."""
+    return tuple(ScannedPart(part, text_digest(text), tuple(scan(text))) for part, text in parts)
+
+
+def stored_scan(cp: TaskCheckpoint, part: str, text: str) -> Scanned | None:
+    """The findings ``cp`` was stored with for ``part``, when they were made of ``text``."""
+    stored = next((p for p in cp.scanned if p.part == part), None)
+    if stored is None or stored.digest != text_digest(text):
+        return None
+    return scanned(text, stored.findings)
+
+
 def scan_task_state(cp: TaskCheckpoint, now: datetime | None, scan: Detector
                     ) -> tuple[ScannedPart, ...]:
     """The detectors' findings in ``cp``'s task state texts as rendered at ``now``: made once
     when a revision is written and stored with it (``TaskCheckpoint.scanned``)."""
-    return tuple(ScannedPart(part, text_digest(text), tuple(scan(text)))
-                 for part, text in _task_texts(cp, now))
+    return scan_parts(_task_texts(cp, now), scan)
 
 
 def _task_candidate(cp: TaskCheckpoint, tenant_id: str, part: str, content: str,
                     count_tokens: CountTokens) -> Candidate:
     core = part == "core"
-    stored = next((p for p in cp.scanned if p.part == part), None)
     return Candidate(
         ref=checkpoint_ref(cp.task_id, cp.revision, part),
         kind=Kind.TASK_STATE, layer=Layer.TASK, section=Section.DYNAMIC, role="system",
@@ -112,8 +124,7 @@ def _task_candidate(cp: TaskCheckpoint, tenant_id: str, part: str, content: str,
         freshness=Freshness(observed_at=cp.created_at, revision=str(cp.revision)),
         tokens=count_tokens(content), priority=100 if core else 80, never_compress=core,
         reason=f"task checkpoint {part}",
-        scanned=scanned(content, stored.findings)
-        if stored is not None and stored.digest == text_digest(content) else None,
+        scanned=stored_scan(cp, part, content),
     )
 
 

@@ -20,13 +20,17 @@ from app.core.candidates import (
     CountTokens,
     checkpoint_core_text,
     checkpoint_detail_text,
+    scan_parts,
+    stored_scan,
 )
+from app.core.guards.safety import Detector
 from app.core.model import (
     Candidate,
     DataLevel,
     Freshness,
     Kind,
     Layer,
+    ScannedPart,
     Section,
     TaskCheckpoint,
     Trust,
@@ -47,15 +51,24 @@ def state_ref(session_id: str, revision: int, part: str | None = None) -> str:
     return ref if part is None else f"{ref}#{part}"
 
 
-def session_state_candidates(state: TaskCheckpoint, *, session_id: str, tenant_id: str,
-                             count_tokens: CountTokens, now: datetime | None
-                             ) -> list[Candidate]:
+def _state_texts(state: TaskCheckpoint, now: datetime | None) -> list[tuple[str, str]]:
     core = checkpoint_core_text(state, now).split("\n", 1)[-1]  # not "Task  (checkpoint …)"
     parts = [("core", f"Session state (revision {state.revision}; the session has no task)\n"
               + core)]
     detail = checkpoint_detail_text(state, now)
-    if detail:
-        parts.append(("detail", detail))
+    return [*parts, ("detail", detail)] if detail else parts
+
+
+def scan_session_state(state: TaskCheckpoint, now: datetime | None, scan: Detector
+                       ) -> tuple[ScannedPart, ...]:
+    """The detectors' findings in ``state``'s texts as rendered at ``now``: made once when
+    a revision is written and stored with it, as a task checkpoint's are."""
+    return scan_parts(_state_texts(state, now), scan)
+
+
+def session_state_candidates(state: TaskCheckpoint, *, session_id: str, tenant_id: str,
+                             count_tokens: CountTokens, now: datetime | None
+                             ) -> list[Candidate]:
     return [Candidate(
         ref=state_ref(session_id, state.revision, part), kind=Kind.TASK_STATE,
         layer=Layer.SESSION, section=Section.DYNAMIC, role="system", content=text,
@@ -63,5 +76,6 @@ def session_state_candidates(state: TaskCheckpoint, *, session_id: str, tenant_i
         sensitivity=DataLevel.INTERNAL, acl=WHOLE_TENANT, owner_user_id=state.user_id,
         freshness=Freshness(observed_at=state.created_at, revision=str(state.revision)),
         tokens=count_tokens(text), priority=100 if part == "core" else 80,
-        never_compress=part == "core", reason=f"session state {part}")
-        for part, text in parts]
+        never_compress=part == "core", reason=f"session state {part}",
+        scanned=stored_scan(state, part, text))
+        for part, text in _state_texts(state, now)]

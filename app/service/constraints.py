@@ -31,6 +31,7 @@ from app.core.candidates import CountTokens
 from app.core.compaction import RuleExtractor, commit
 from app.core.compaction.extract import Source
 from app.core.errors import NotFound, StaleRevision
+from app.core.guards.safety import Detector
 from app.core.model import (
     Candidate,
     Principal,
@@ -53,7 +54,7 @@ from app.core.readback import (
 )
 from app.core.refs import event_ref, event_seq, parse_ref
 from app.core.retrieval import knowledge_candidates, transcript_candidates
-from app.core.session_state import SessionState
+from app.core.session_state import SessionState, scan_session_state
 from app.ports import ChunkReader, KnowledgeQuery, SessionStateStore
 from app.service.sessions import SessionService
 from app.service.tasks import TaskService
@@ -75,8 +76,9 @@ def _same(old: TaskCheckpoint | None, new: TaskCheckpoint) -> bool:
 class ConstraintService:
     def __init__(self, *, sessions: SessionService, tasks: TaskService,
                  states: SessionStateStore, chunks: ChunkReader, count_tokens: CountTokens,
-                 relied_turns: int = 20) -> None:
+                 relied_turns: int = 20, scan: Detector | None = None) -> None:
         self._sessions = sessions
+        self._scan = scan  # the pipeline's detector: a state is stored with its findings
         self._tasks = tasks
         self._states = states
         self._chunks = chunks
@@ -138,11 +140,15 @@ class ConstraintService:
                      user_id=scope.user_id, sources=sources, now=now)
         if _same(old, new) or not (new.constraints or old):
             return stored  # nothing new, or nothing that constrains: no row for it
-        made = SessionState(state=dataclasses.replace(new, session_id=sid),
+        state = dataclasses.replace(new, session_id=sid, scanned=())
+        expected = old.revision if old else 0
+        if self._scan is not None:  # scanned as the revision this write gets renders it
+            state = dataclasses.replace(state, scanned=scan_session_state(
+                dataclasses.replace(state, revision=expected + 1), now, self._scan))
+        made = SessionState(state=state,
                             through_seq=max((e.seq for e in tail), default=through))
         revision = await self._states.put(tenant_id=scope.tenant_id, session_id=sid,
-                                          state=made,
-                                          expected_revision=old.revision if old else 0)
+                                          state=made, expected_revision=expected)
         return dataclasses.replace(made, state=dataclasses.replace(
             made.state, revision=revision, created_at=now))
 

@@ -14,7 +14,7 @@ from app.core.candidates import checkpoint_core_text
 from app.main import Container
 from tests.api.conftest import KeyMaker, bearer
 from tests.api.seed import turn
-from tests.api.test_compaction import _cold_worker, _was_scanned
+from tests.api.test_compaction import DISCOUNT, _cold_worker, _long_session, _was_scanned
 
 RULE = "Only escalate refunds above 500 EUR to finance-oncall@example.com before Friday."
 
@@ -55,3 +55,26 @@ async def test_a_cold_worker_takes_the_stored_findings_of_the_task_state(
                           json=turn(task_id="t-scan", turn_id="t-scan-2"))
         assert r.status_code == 200, r.text
         assert _was_scanned(other, await _core_text(other, tenant, "t-scan"))
+
+
+async def test_a_cold_worker_takes_the_stored_findings_of_a_session_state(
+        client: httpx.AsyncClient, make_key: KeyMaker, tenant: str,
+        container: Container) -> None:
+    """A session without a task: compaction commits its state (with findings); another
+    worker's turn serves the state without scanning it."""
+    key = await make_key(tenant)
+    r = await client.post("/v1/sessions/s-notask/events", headers=bearer(key),
+                          json={"user_id": "alice", "events": _long_session()})
+    assert r.status_code == 201, r.text
+    ask = {"session_id": "s-notask", "query": "Can channel customers use the discount?",
+           "budget": {"max_tokens": 3000, "reserve_output": 500}}
+    r = await client.post("/v1/context", headers=bearer(key), json=turn(turn_id="nt-1", **ask))
+    assert r.status_code == 200, r.text
+    assert r.json()["manifest"]["compaction"] is not None
+    async with _cold_worker(container) as (w2, other):
+        r = await w2.post("/v1/context", headers=bearer(key), json=turn(turn_id="nt-2", **ask))
+        assert r.status_code == 200, r.text
+        states = [s for s in r.json()["envelope"]["segments"]
+                  if s["ref"].startswith("session://s-notask/state/")]
+        assert states and DISCOUNT in "\n".join(s["content"] for s in states)
+        assert not any(_was_scanned(other, s["content"]) for s in states)
