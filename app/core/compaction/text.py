@@ -93,6 +93,9 @@ _QUALIFIER_WORDS = frozenset(("only", "except", "excepted", "excluding", "unless
                               "than", "can", "may", "use", "apply", "applies"))
 
 
+# Memoized too: read-back asks it of the same archived events turn after turn (a long tool
+# result's terms were ~5 % of a turn's profiled CPU), compaction of the same sentences.
+@functools.lru_cache(maxsize=8192)
 def content_terms(text: str) -> frozenset[str]:
     """Terms that name the subject of a sentence (fts tokens minus qualifier/modal words)."""
     return frozenset(t for t in query_terms(REF.sub(" ", text)) if t not in _QUALIFIER_WORDS)
