@@ -25,6 +25,7 @@ from app.core.model import (
 )
 from app.core.retrieval import knowledge_candidates
 from tests.unit.builders import DISCOUNT, TENANT, checkpoint, count, scope
+from tests.unit.test_safety import FakeDetector
 
 
 def test_checkpoint_becomes_pinned_core_and_compressible_detail() -> None:
@@ -122,8 +123,9 @@ def test_task_state_takes_stored_findings_only_for_the_text_they_were_made_of() 
     written = datetime(2026, 6, 1, tzinfo=UTC)
     cp = checkpoint(constraints=(Constraint(text="only before 2026-06-30", kind="deadline",
                                             expires_at="2026-06-30T00:00:00+00:00"),))
+    detector = FakeDetector(needle="Task", type="pii.email")
     found = (Finding(type="pii.email", action="mask", start=0, end=4),)
-    parts = scan_task_state(cp, written, lambda text: list(found))
+    parts = scan_task_state(cp, written, detector)
     assert [p.part for p in parts] == ["core", "detail"]
     stored = replace(cp, scanned=parts)
     core, _ = task_state_candidates(stored, TENANT, count, written)
