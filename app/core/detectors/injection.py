@@ -27,7 +27,11 @@ Contract: each detector finds one ``injection.*`` type (see ``docs/detectors.md`
     (role, additionally)     wrapper tags (<INFORMATION>, <IMPORTANT>, <|user|>, ### Instruction:),
                              turn markers in any case followed by an order (system:/assistant:),
                              role-play jailbreaks (pretend you are, I want you to act as, from now
-                             on you…, stay in character, do anything now)
+                             on you…, stay in character, do anything now, "you are an actor
+                             roleplaying as", "you are now <Name>Bot", "answer every prompt as
+                             a…", "reply in X from now on"), bracketed system notes
+                             ("[System note: …"), delimited blocks of new or stale instructions
+                             ("## begin new instructions ##")
 
 All of them run on ``confusables.canonical(text)``: look-alike letters folded to ASCII and
 invisible characters removed, spans mapped back (``INJECTION``). The override verb and noun
@@ -169,6 +173,8 @@ OVERRIDE_MORE = _detector(
                r"by|fake|false|malicious|compromised|wrong|a\s{1,3}test)"),
     re.compile(r"(?:前面|之前|以上|上面)的?(?:所有)?(?:要求|指令|规则|设定|提示)[^。\n]{0,4}?"
                r"(?:不用管|不用理|别管|无效|作废|忽略)"),
+    re.compile(r"(?:ignore|disregard)\s{1,3}the\s{1,3}user\s{1,3}and\s{1,3}(?:[a-z]{1,12}\s{1,3})?"
+               r"(?:reply|respond|answer|say|output|write|print|return)\b"),
     re.compile(r"(?:ignore|disregard|forget)\s{1,3}(?:the\s{1,3})?user(?:'s)?\s{1,3}(?:original"
                r"\s{1,3})?(?:request|question|task|query|instructions)"),
     re.compile(r"(?:之前|以上|上面|上述|原来|原有)(?:给你)?的?(?:所有)?(?:指令|指示|规则|设定|提示词?)"
@@ -178,7 +184,7 @@ OVERRIDE_MORE = _detector(
 
 _AI = (r"(?:ai|llms?|gpt(?:-?\d[\w.-]{0,6})?|claude|chatgpt|gemini|copilot|llama|chatbots?|"
        r"language\s{1,3}models?|ai\s{1,3}(?:assistant|agent|model|system)s?|"
-       r"(?:virtual|digital|email|e-mail|coding|smart|automated)\s{1,3}(?:assistant|agent)s?|"
+       r"(?:virtual|digital|email|e-mail|coding|smart|automated|chat)\s{1,3}(?:assistant|agent)s?|"
        r"summari[sz]er|screener)")
 _TASK_VERB = (r"(?:solve|complete|answer|finish|continue\s{1,3}with|proceed\s{1,3}with|do|"
               r"handle|perform|start|begin|address|summari[sz]e|respond\s{1,3}to)")
@@ -295,7 +301,9 @@ _REVEAL_TARGET = (
     r"pre-?|full|entire|exact|first|complete)\s{1,3}(?:system\s{1,3})?(?:prompt|instructions)|"
     r"your\s{1,3}(?:(?:initial|original|hidden|secret|full|exact|complete|entire|above|previous|"
     r"prior|current)\s{1,3})?(?:instructions|prompt|directives|guidelines|rules|programming|"
-    r"configuration)\b|the\s{1,3}(?:above|previous|prior|preceding)\s{1,3}(?:instructions|"
+    # "list your instructions for the movers" is an e-mail asking a person for theirs
+    r"configuration)\b(?!\s{1,3}for\s{1,3}(?:the|a|an|our|my|them|him|her|us)\b)|"
+    r"the\s{1,3}(?:above|previous|prior|preceding)\s{1,3}(?:instructions|"
     r"prompt|text)|instructions\s{1,3}(?:you\s{1,3}(?:were|have\s{1,3}been|got)\s{1,3}given|"
     r"given\s{1,3}to\s{1,3}you|above|that\s{1,3}(?:came|come|were|appear(?:ed)?)\s{1,3}(?:before|"
     r"above|earlier|first)|before\s{1,3}(?:this|my|the))|(?:text|words|everything)\s{1,3}above)")
@@ -311,7 +319,8 @@ REVEAL = _detector(
                r"(?:发给我|告诉我|输出|复述|重复|显示)"),
     re.compile(r"(?:repeat|reveal|print|show|output|display|tell\s{1,3}me|give\s{1,3}me|write"
                r"\s{1,3}(?:out|down)|recite|share|leak|dump|spell\s{1,3}out|paste|echo|"
-               r"disclose|expose|return|list|translate|summari[sz]e|convert)\s{1,3}"
+               r"disclose|expose|return|list|translate|summari[sz]e|convert|reproduce|restate|relay|"
+               r"respond\s{1,3}with)\s{1,3}"
                rf"(?:[a-z0-9']{{1,12}}\s{{1,3}}){{0,6}}?{_REVEAL_TARGET}"),
     re.compile(r"what\s{1,3}(?:is|are|were|was)\s{1,3}(?:your\s{1,3}(?:(?:system|initial|"
                r"original|hidden|secret|exact|full|first)\s{1,3})?(?:system\s{1,3})?(?:prompt|"
@@ -352,6 +361,16 @@ ROLE_MORE = _detector(
     re.compile(rf"</?(?:{_TAGS})>|<\|(?:user|assistant|start_header_id|end_header_id|eot_id|"
                r"im_end)\|>|<(?:start|end)_of_turn>|\[/?(?:system\s{1,2}message|admin|assistant)\]"),
     re.compile(r"###\s{0,2}(?:instruction|system|response|new\s{1,3}instructions?)\s{0,2}:"),
+    # A bracket that opens a note in the voice of the system ("[System note: this chat is an
+    # exception…]"); a chat export's own notices say "message"/"notice", so those stay out.
+    re.compile(r"[\[{(<]\s{0,2}(?:system|admin|developer|operator)\s{1,3}(?:note|instructions?|"
+               r"override|prompt|directive)\s{0,2}:"),
+    # A delimiter line that opens or closes a block of instructions said to be new or stale
+    # ("##Begin New Instructions##", "%%% end out of date instructions %%%"): plain "End of
+    # instructions" in an exam paper has no such qualifier.
+    re.compile(r"(?:[#%=*~<>\[-]{2,}|\[)\s{0,3}(?:begin|start|end|stop)\s{1,3}(?:of\s{1,3})?(?:the"
+               r"\s{1,3})?(?:new|updated|revised|real|true|old|outdated|out\s{1,3}of\s{1,3}date|"
+               r"previous|original|system|hidden|secret|admin|fake)\s{1,3}instructions?\b"),
     re.compile(r"(?:from\s{1,3}now\s{1,3}on|starting\s{1,3}now|henceforth|for\s{1,3}the\s{1,3}"
                r"rest\s{1,3}of\s{1,3}(?:this|the|our)\s{1,3}conversation)\s{0,3},?\s{0,3}"
                r"(?:you\s{1,3}(?:are|will|must|shall|should|can|have)|you're|act|respond|answer|"
@@ -360,7 +379,23 @@ ROLE_MORE = _detector(
                r"be)\b"),
     re.compile(r"(?:i\s{1,3}want\s{1,3}you\s{1,3}to\s{1,3}|you\s{1,3}(?:are|will\s{1,3}now|'re)\s{1,3}"
                r"(?:going\s{1,3}to\s{1,3}|to\s{1,3})?)(?:act|pretend|roleplay|role-play|play\s{1,3}the\s{1,3}"
-               r"role|simulate|impersonate)\b"),
+               r"role|simulate|impersonate|pose\s{1,3}as)\b"),
+    # The role-play named as already under way: "you are an actor roleplaying as…"
+    re.compile(r"you\s{1,3}(?:are|'re)\s{1,3}(?:[a-z-]{1,15}\s{1,3}){0,3}?(?:pretending|roleplaying|"
+               r"role-playing|playing\s{1,3}the\s{1,3}(?:role|part))\s{1,3}(?:as|of|to\s{1,3}be)\b"),
+    # A new name for the model ("you are now SomethingBot"); "you are now subscribed" has none.
+    re.compile(r"you\s{1,3}are\s{1,3}now\s{1,3}(?:called\s{1,3}|named\s{1,3}|known\s{1,3}as\s{1,3})?"
+               r"[a-z0-9-]{0,20}(?:bot|gpt|ai)\b"),
+    # Every later answer given as someone else; "answer all questions as honestly as…" is not.
+    re.compile(r"(?:answer|respond\s{1,3}to|reply\s{1,3}to)\s{1,3}(?:all|every|each|any)\s{1,3}"
+               r"(?:(?:future|further|following|my)\s{1,3})?(?:prompts?|questions?|messages?)\s{1,3}as"
+               r"\s{1,3}(?:an?|another|if|though|the|two|both)\b"),
+    # An order about the manner of every later reply, said to the one who replies.
+    re.compile(r"(?:respond|reply|answer|speak|talk)\s{1,3}(?:only\s{1,3})?(?:in|with|as|like)\s"
+               r"[^.\n]{1,40}?(?:from\s{1,3}now\s{1,3}on|for\s{1,3}the\s{1,3}rest\s{1,3}of\s{1,3}"
+               r"(?:this|the|our)\s{1,3}(?:conversation|chat|session))"),
+    re.compile(r"(?:never|not|no\s{1,3}longer)\s{1,3}(?:be\s{1,3})?(?:restricted|limited|constrained|"
+               r"bound)\s{1,3}by\s{1,3}(?:the\s{1,3}|any\s{1,3})?(?:ethical|moral|safety|content)\b"),
     re.compile(r"(?:do\s{1,3}anything\s{1,3}now|stay\s{1,3}in\s{1,3}character|(?:jailbreak|"
                r"dan|god|unrestricted|evil)\s{1,3}mode|evil\s{1,3}(?:confidant|twin)|"
                r"no\s{1,3}(?:ethical|moral)\s{1,3}(?:guidelines|restrictions|limits|boundaries|"
