@@ -7,6 +7,10 @@ anywhere: only the weights (``app/core/detectors/injection_weights.py``) and a J
 are written. The sources, their commits and licences are listed in docs/detectors.md.
 
     python -m bench.train_injection --mirror /work/.mirror [--write] [--report out.json]
+                                    [--scores s.jsonl | --from-scores s.jsonl]
+
+``--scores`` saves the held-out scores; ``--from-scores`` reports from them without training
+(the model does not read the rules, so a change of the rules alone needs no retraining).
 
 Held-out method: sources are grouped into folds (``FOLDS``); each fold's texts are scored by
 a model trained on every other fold, so a score never comes from a model that saw that
@@ -357,8 +361,10 @@ def threshold_for(benign: list[float], target: float = TARGET_FPR) -> float:
     return ranked[allowed] + 1e-4 if allowed < len(ranked) else -math.inf
 
 
-def heldout(samples: list[Sample]) -> list[tuple[Sample, float]]:
-    """Every sample with a score from a model that never saw its source."""
+def heldout(samples: list[Sample]) -> tuple[list[tuple[Sample, float]],
+                                             tuple[float, dict[Feature, float]]]:
+    """Every sample with a score from a model that never saw its source, and the model
+    trained on every trainable source (the one exported; it scores ``EVAL_ONLY``)."""
     scored: list[tuple[Sample, float]] = []
     trainable = [s for s in samples if s.source not in EVAL_ONLY]
     for fold in FOLDS:
@@ -369,7 +375,7 @@ def heldout(samples: list[Sample]) -> list[tuple[Sample, float]]:
     bias, weights = train(trainable)
     model = model_of(bias, weights, 0.0)
     scored += [(s, score(model, s.text)) for s in samples if s.source in EVAL_ONLY]
-    return scored
+    return scored, (bias, weights)
 
 
 def report(scored: list[tuple[Sample, float]], threshold: float) -> dict[str, object]:
@@ -419,13 +425,30 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mirror", type=Path, required=True)
     ap.add_argument("--write", action="store_true", help="write the weights module")
     ap.add_argument("--report", type=Path)
+    ap.add_argument("--scores", type=Path, help="save the held-out scores (JSON lines)")
+    ap.add_argument("--from-scores", type=Path, help="report from saved held-out scores: no "
+                    "training, the rules as they are now (for a change of the rules alone)")
     args = ap.parse_args(argv)
     random.seed(SEED)
     t0 = time.time()
     samples = load(args.mirror)
     counts = Counter((s.source, s.label) for s in samples)
     print(json.dumps({f"{k[0]}:{k[1]}": v for k, v in sorted(counts.items())}), file=sys.stderr)
-    scored = heldout(samples)
+    final: tuple[float, dict[Feature, float]] | None
+    if args.from_scores:
+        saved = [json.loads(line) for line in args.from_scores.read_text().splitlines()]
+        if [(r["source"], r["label"]) for r in saved] != [(s.source, s.label) for s in samples]:
+            raise SystemExit("the saved scores are not of these samples (other snapshots?)")
+        scored = [(s, float(r["score"])) for s, r in zip(samples, saved, strict=True)]
+        final = None
+    else:
+        scored, final = heldout(samples)
+        order = {id(s): i for i, s in enumerate(samples)}  # in load order, as --scores saves
+        scored.sort(key=lambda x: order[id(x[0])])
+    if args.scores:
+        args.scores.write_text("".join(json.dumps({"source": s.source, "label": s.label,
+                                                   "score": round(sc, 6)}) + "\n"
+                                       for s, sc in scored))
     benign = [sc for s, sc in scored if not s.label and s.source not in EVAL_ONLY]
     threshold = threshold_for(benign)
     result = report(scored, threshold)
@@ -434,8 +457,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         args.report.write_text(json.dumps(result, indent=1) + "\n")
     if args.write:
-        bias, weights = train([s for s in samples if s.source not in EVAL_ONLY])
-        body = serialize(bias, weights, threshold)
+        if final is None:
+            raise SystemExit("--write needs training: drop --from-scores")
+        body = serialize(*final, threshold)
         if '"""' in body or "\\" in body:
             raise SystemExit("a feature would break the generated module's string")
         WEIGHTS.write_text(MODULE.format(body=body), encoding="utf-8")
