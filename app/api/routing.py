@@ -20,7 +20,7 @@ import codecs
 import contextlib
 import json
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 import orjson
@@ -55,45 +55,34 @@ def check_body(doc: Any) -> None:
             raise _refuse(loc[:MAX_JSON_DEPTH], "json_too_deep",
                           f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
         if isinstance(node, dict):
-            for key, value in node.items():
-                if "\x00" in key:
-                    raise _refuse(loc, "string_nul", "a key contains U+0000")
-                if len(loc) >= MAX_JSON_DEPTH or isinstance(value, (dict, list)):
-                    stack.append((value, (*loc, key)))
-                else:
-                    _check_scalar(value, loc, key)
+            members: Iterable[tuple[str | int, Any]] = node.items()
         elif isinstance(node, list):
-            if len(loc) >= MAX_JSON_DEPTH:
-                stack.extend((value, (*loc, i)) for i, value in enumerate(node))
-                continue
-            for i, value in enumerate(node):
-                kind = type(value)  # JSON's own types: no subclasses to allow for
-                if kind is float:  # the common member (vectors): nothing to check
-                    continue
-                if kind is dict or kind is list:
-                    stack.append((value, (*loc, i)))
-                else:
-                    _check_scalar(value, loc, i)
-        elif loc:  # a scalar pushed from near the depth limit
-            _check_scalar(node, loc[:-1], loc[-1])
-        else:
-            _check_scalar(node, (), None)
+            members = enumerate(node)
+        else:  # the document itself, or a scalar pushed from the depth limit
+            if (error := _scalar_error(node)) is not None:
+                raise _refuse(loc, *error)
+            continue
+        deep = len(loc) >= MAX_JSON_DEPTH  # members are pushed, to be refused as too deep
+        for at, value in members:
+            if type(at) is str and "\x00" in at:
+                raise _refuse(loc, "string_nul", "a key contains U+0000")
+            kind = type(value)  # JSON's own types: no subclasses to allow for
+            if deep or kind is dict or kind is list:
+                stack.append((value, (*loc, at)))
+            elif kind is not float and (error := _scalar_error(value)) is not None:
+                raise _refuse((*loc, at), *error)
 
 
-def _check_scalar(value: Any, parent: Path, at: str | int | None) -> None:
-    """One scalar's limits (U+0000 in a string, an integer past 64 bits), at ``parent`` +
-    ``at`` (None: the document itself)."""
+def _scalar_error(value: Any) -> tuple[str, str] | None:
+    """The (type, message) of a scalar past a limit: U+0000 in a string, an integer outside
+    64 bits."""
     if isinstance(value, str):
-        if "\x00" in value:
-            raise _refuse(_at(parent, at), "string_nul", "a string contains U+0000")
-    elif isinstance(value, int) and not isinstance(value, bool) \
+        return ("string_nul", "a string contains U+0000") if "\x00" in value else None
+    if isinstance(value, int) and not isinstance(value, bool) \
             and not INT_MIN <= value <= INT_MAX:
-        raise _refuse(_at(parent, at), "int_out_of_range",
-                      "an integer outside the signed 64-bit range (send it as a string)")
-
-
-def _at(parent: Path, at: str | int | None) -> Path:
-    return parent if at is None else (*parent, at)
+        return ("int_out_of_range",
+                "an integer outside the signed 64-bit range (send it as a string)")
+    return None
 
 
 def _no_constants(name: str) -> Any:
