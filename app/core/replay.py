@@ -13,18 +13,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from statistics import median
 from typing import Any
 
 from app.core.model import (
     Budget,
-    DataLevel,
     Rendering,
     RetrievalLimits,
+    Scope,
     TurnRequest,
-    Visibility,
     Workspace,
 )
 
@@ -104,33 +103,33 @@ def _workspace(body: Mapping[str, Any], recorded: Mapping[str, Any],
     else:
         return None
     served = bundle.get("revision") if isinstance(bundle, Mapping) else None
-    return Workspace(bundle_id=base.bundle_id, cwd=base.cwd, session_type=base.session_type,
-                     files=base.files, revision=revision or (str(served) if served else None))
+    return replace(base, revision=revision or (str(served) if served else None))
 
 
-def replay_request(*, turn_id: str, body: Mapping[str, Any], recorded: Mapping[str, Any],
-                   variant: Variant) -> TurnRequest:
-    """The request turn ``turn_id`` made, under ``variant``. The query vector is always the
-    server's: a client's vector is not kept (``recorded['query_vector']`` says which it was)."""
+def replay_request(*, turn_id: str, scope: Scope, body: Mapping[str, Any],
+                   recorded: Mapping[str, Any], variant: Variant) -> TurnRequest:
+    """The request turn ``turn_id`` made, under ``variant``; its identity and bounds are the
+    turn's recorded ``scope`` (``app.core.explain.recorded_scope``). The query vector is always
+    the server's: a client's vector is not kept (``recorded['query_vector']`` says which it
+    was)."""
     limits = recorded.get("retrieval")
     retrieval = variant.retrieval or (RetrievalLimits(
         knowledge=limits.get("knowledge"), memory=limits.get("memory"),
         session=limits.get("session"), min_score=limits.get("min_score"))
         if isinstance(limits, Mapping) else None)
     return TurnRequest(
-        turn_id=turn_id, client_turn_id=False, session_id=body.get("session_id"),
-        task_id=body.get("task_id"), user_id=str(body["user_id"]),
-        groups=tuple(recorded.get("groups") or ()), domain=recorded.get("domain"),
-        data_level=DataLevel.parse(str(recorded["data_level"])),
+        turn_id=turn_id, client_turn_id=False, session_id=scope.session_id,
+        task_id=scope.task_id, user_id=scope.user_id, groups=scope.groups,
+        domain=scope.domain, data_level=scope.data_level,
         query=str(recorded.get("query") or ""), query_embedding=None,
         budget=variant.budget or Budget(max_tokens=int(body["token_budget"]),
                                         reserve_output=int(body.get("reserve_output") or 0)),
         redaction_profile=variant.redaction_profile or body.get("redaction_profile"),
-        session_visibility=Visibility.parse(str(recorded.get("session_visibility", "tree"))),
+        session_visibility=scope.session_visibility,
         workspace=_workspace(body, recorded, variant.bundle_revision),
         agent_id=recorded.get("agent_id"),
         render=Rendering(str(recorded.get("render") or body.get("render") or "openai")),
-        purpose=recorded.get("purpose"), retrieval=retrieval)
+        purpose=scope.purpose, retrieval=retrieval)
 
 
 def as_of(body: Mapping[str, Any], recorded: Mapping[str, Any]) -> AsOf:

@@ -81,8 +81,8 @@ class ReplayService:
                                "recorded": was.to_json(), "variants": {}}
         first = None
         for variant in variants:
-            req = replay_request(turn_id=turn.turn_id, body=turn.body, recorded=recorded,
-                                 variant=variant)
+            req = replay_request(turn_id=turn.turn_id, scope=scope, body=turn.body,
+                                 recorded=recorded, variant=variant)
             try:
                 manifest = await self._assembler.dry_run(scope, req, as_of=point,
                                                          compaction=variant.compaction)

@@ -45,7 +45,7 @@ BODY: dict[str, Any] = {
 
 def test_the_recorded_request_comes_back_but_for_the_client_vector() -> None:
     recorded = record_scope(SCOPE, REQ, session_seq=41)
-    got = replay_request(turn_id="t-9", body=BODY, recorded=recorded,
+    got = replay_request(turn_id="t-9", scope=SCOPE, body=BODY, recorded=recorded,
                          variant=Variant(name="recorded"))
     assert got.query_embedding is None and not got.client_turn_id  # the server embeds
     assert got.workspace == Workspace(bundle_id="rules", cwd="services/refund",
@@ -60,7 +60,7 @@ def test_the_recorded_request_comes_back_but_for_the_client_vector() -> None:
 
 def test_a_variant_replaces_only_what_it_names() -> None:
     recorded = record_scope(SCOPE, REQ, session_seq=None)
-    got = replay_request(turn_id="t-9", body=BODY, recorded=recorded, variant=Variant(
+    got = replay_request(turn_id="t-9", scope=SCOPE, body=BODY, recorded=recorded, variant=Variant(
         name="b", budget=Budget(max_tokens=2000, reserve_output=0), bundle_revision="v4",
         retrieval=RetrievalLimits(memory=0)))
     assert got.budget == Budget(max_tokens=2000, reserve_output=0)
@@ -72,7 +72,7 @@ def test_a_variant_replaces_only_what_it_names() -> None:
 def test_a_turn_recorded_before_its_workspace_replays_at_the_root() -> None:
     old = {k: v for k, v in record_scope(SCOPE, REQ).items()
            if k not in {"workspace", "render", "retrieval", "session_seq"}}
-    got = replay_request(turn_id="t-9", body=BODY, recorded=old,
+    got = replay_request(turn_id="t-9", scope=SCOPE, body=BODY, recorded=old,
                          variant=Variant(name="recorded"))
     assert got.workspace == Workspace(bundle_id="rules", revision="v3")
     assert got.render is Rendering.ANTHROPIC and got.retrieval is None
