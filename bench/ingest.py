@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from app.adapters.postgres.db import Database
 from app.adapters.postgres.keys import PgKeyStore
-from app.adapters.postgres.tasks import checkpoint_from, findings_json
+from app.adapters.postgres.tasks import checkpoint_from, findings_param
 from app.adapters.redis.client import open_redis
 from app.adapters.redis.keys import tail_key
 from app.adapters.redis.session_tail import Derived, encode_event
@@ -153,7 +153,7 @@ def _task_findings(row: tuple[Any, ...]) -> str | None:
                          parent_task_id=parent, created_at=at)
     scanned = replace(cp, scanned=scan_task_state(cp, datetime.now(UTC),
                                                   Prefiltered(ALL_DETECTORS)))
-    return _json(findings_json(scanned, fingerprint()))
+    return findings_param(scanned, fingerprint())
 
 
 async def write_tails(ds: Dataset, redis_url: str, prefix: str) -> float:

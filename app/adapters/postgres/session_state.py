@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from app.adapters.postgres.codec import dumps
 from app.adapters.postgres.db import Database, Sql
-from app.adapters.postgres.tasks import body_of, checkpoint_of, findings_json
+from app.adapters.postgres.tasks import body_of, checkpoint_of, findings_param
 from app.core.errors import StaleRevision
 from app.core.session_state import SessionState
 
@@ -57,8 +57,7 @@ class PgSessionStateStore:
         """The new revision; ``StaleRevision`` when the stored one is not ``expected``."""
         params = {"tenant_id": tenant_id, "session_id": session_id,
                   "body": dumps(body_of(state.state)), "through_seq": state.through_seq,
-                  "findings": None if not state.state.scanned
-                  else dumps(findings_json(state.state, self._detectors)),
+                  "findings": findings_param(state.state, self._detectors),
                   "expected": expected_revision}
         async with self._db.tenant_tx(tenant_id) as conn:
             revision = await conn.fetchval(PUT_SQL, params)

@@ -95,10 +95,13 @@ def _admission(raw: dict[str, Any] | None) -> Admission | None:
                      domains=None if domains is None else tuple(domains))
 
 
-def findings_json(cp: TaskCheckpoint, detectors: str) -> list[Any] | None:
-    """``cp.scanned`` as stored: part, text digest and findings tagged with ``detectors``."""
-    return [[p.part, p.digest, tagged_findings(p.findings, detectors)]
-            for p in cp.scanned] or None
+def findings_param(cp: TaskCheckpoint, detectors: str) -> str | None:
+    """``cp.scanned`` as the ``findings`` column stores it (part, text digest, findings tagged
+    with ``detectors``); NULL when nothing was scanned."""
+    if not cp.scanned:
+        return None
+    return dumps([[p.part, p.digest, tagged_findings(p.findings, detectors)]
+                  for p in cp.scanned])
 
 
 def _scanned(raw: Any, detectors: str) -> tuple[ScannedPart, ...]:
@@ -161,8 +164,7 @@ class PgTaskStore:
             "session_id": checkpoint.session_id,
             "parent_task_id": checkpoint.parent_task_id,
             "body": dumps(body_of(checkpoint)),
-            "findings": None if not checkpoint.scanned
-            else dumps(findings_json(checkpoint, self._detectors)),
+            "findings": findings_param(checkpoint, self._detectors),
             "expected": expected_revision,
         }
         attempts = 1 if expected_revision is not None else UNCONDITIONAL_RETRIES
