@@ -254,10 +254,9 @@ class Assembler:
                 self._metrics.leakage_canary_hits.labels(kind=leak.detail["kind"]).inc()
             self._count_withheld(principal, scope, req, collected, plan.knowledge, assembly,
                                  now)
-            if req.client_turn_id:
+            if replay is not None:  # a client's turn_id: its retry gets these bytes
                 await degraded.fallback(
-                    "redis", self._replay.put(scope.tenant_id, req.turn_id,
-                                              _wrap(req_hash, body)),
+                    "redis", self._replay.put(scope.tenant_id, req.turn_id, replay),
                     None, "writing the replay entry")
         timings["persist"] = (time.perf_counter() - t1) * 1000
         self._metrics.observe_turn(candidates=candidates, assembly=assembly, timings=timings,
