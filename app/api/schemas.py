@@ -48,7 +48,6 @@ from app.core.registry import BundleFile, BundleRevision
 from app.core.release_gate import Evaluation, ReleaseGate, Review
 from app.core.retrieval import POOL_MAX
 from app.ports import (
-    CanaryInfo,
     ClientChunk,
     DocumentInfo,
     IngestJob,
@@ -170,6 +169,9 @@ class CanaryCreate(Wire):
 
 
 class CanaryOut(BaseModel):
+    # Read from the store's ``CanaryInfo`` by attribute: the same fields, one place.
+    model_config = ConfigDict(from_attributes=True)
+
     canary_id: str
     tenant_id: str
     user_id: str | None
@@ -177,12 +179,6 @@ class CanaryOut(BaseModel):
     text: str
     created_by: str
     created_at: datetime
-
-    @classmethod
-    def of(cls, info: CanaryInfo) -> CanaryOut:
-        return cls(canary_id=info.canary_id, tenant_id=info.tenant_id, user_id=info.user_id,
-                   label=info.label, text=info.text, created_by=info.created_by,
-                   created_at=info.created_at)
 
 
 class CanaryList(BaseModel):

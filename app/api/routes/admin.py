@@ -71,7 +71,7 @@ async def create_canary(body: CanaryCreate, _: PlatformAdminDep, container: Cont
                         ) -> CanaryOut:
     """Register a leakage canary: a synthetic string the operator planted in a tenant's (or
     one user's) data. Every turn's envelope is checked for it (docs/observability.md)."""
-    return CanaryOut.of(await container.canaries.create(
+    return CanaryOut.model_validate(await container.canaries.create(
         tenant_id=body.tenant_id, user_id=body.user_id, label=body.label, text=body.text,
         created_by="platform"))
 
@@ -82,7 +82,7 @@ async def list_canaries(_: PlatformAdminDep, container: ContainerDep,
                         tenant_id: Annotated[Id | None, Query()] = None) -> CanaryList:
     """Every registered canary (of ``tenant_id`` when given), texts included."""
     return CanaryList(canaries=[
-        CanaryOut.of(c) for c in await container.canaries.list_canaries(tenant_id)])
+        CanaryOut.model_validate(c) for c in await container.canaries.list_canaries(tenant_id)])
 
 
 @router.delete("/v1/admin/canaries/{canary_id}", status_code=204,
