@@ -74,16 +74,20 @@ class ReplayIn(Wire):
             raise ValueError("variant names must be distinct")
         if len(set(self.turn_ids)) != len(self.turn_ids):
             raise ValueError("turn_ids must be distinct")
-        runs = max(self.limit, len(self.turn_ids)) * max(1, len(self.variants))
-        if runs > MAX_RUNS:
+        if self._turns * max(1, len(self.variants)) > MAX_RUNS:
             raise ValueError(f"at most {MAX_RUNS} dry runs a request (turns x variants): "
                              f"lower limit or send fewer variants")
         return self
 
+    @property
+    def _turns(self) -> int:
+        """At most how many turns the selection holds (named turns count past ``limit``)."""
+        return max(self.limit, len(self.turn_ids))
+
     def selection(self) -> TurnSelection:
         return TurnSelection(turn_ids=tuple(self.turn_ids), session_id=self.session_id,
                              turn_id_from=self.turn_id_from, turn_id_to=self.turn_id_to,
-                             limit=max(self.limit, len(self.turn_ids)))
+                             limit=self._turns)
 
     def domain_variants(self) -> list[Variant]:
         return [v.to_domain() for v in self.variants] or [Variant(name="recorded")]
