@@ -22,7 +22,6 @@ left after the never-compress content, so it could never fit).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 
@@ -32,24 +31,24 @@ from app.core.model import Budget, Candidate, Drop, DropLayer, Section
 _Key = tuple[int, float, tuple[int, int], str]
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _Unit:
-    members: tuple[Candidate, ...]
+    """Candidates admitted or dropped together (one, or a tool call with its result). Its
+    totals are computed once: the allocation reads them for every unit against every
+    section, and a turn has ~150 units."""
 
-    @property
-    def tokens(self) -> int:
-        return sum(c.tokens for c in self.members)
+    __slots__ = ("key", "members", "needs", "pinned", "tokens")
 
-    @property
-    def pinned(self) -> bool:
-        return any(c.never_compress for c in self.members)
-
-    @property
-    def key(self) -> _Key:
-        return min(order_key(c) for c in self.members)
+    def __init__(self, members: tuple[Candidate, ...]) -> None:
+        self.members = members
+        self.tokens = sum(c.tokens for c in members)
+        self.pinned = any(c.never_compress for c in members)
+        self.key: _Key = min(order_key(c) for c in members)
+        self.needs: dict[Section, int] = {}
+        for c in members:
+            self.needs[c.section] = self.needs.get(c.section, 0) + c.tokens
 
     def need(self, section: Section) -> int:
-        return sum(c.tokens for c in self.members if c.section is section)
+        return self.needs.get(section, 0)
 
 
 def order_key(c: Candidate) -> _Key:
@@ -78,7 +77,7 @@ def _units(candidates: Iterable[Candidate]) -> list[_Unit]:
         else:
             by_call[call_id] = [c]
             groups.append(by_call[call_id])
-    return [_Unit(members=tuple(g)) for g in groups]
+    return [_Unit(tuple(g)) for g in groups]
 
 
 def _drop(c: Candidate, type_: str, reason: str) -> Drop:
@@ -109,10 +108,11 @@ def allocate(
     taken: list[_Unit] = list(pinned)
     deferred: list[_Unit] = []
     for u in sorted((u for u in units if not u.pinned), key=lambda u: u.key):
-        if all(u.need(s) <= left[s] for s in Section) and used + u.tokens <= usable:
+        if used + u.tokens <= usable and all(n <= left[s] for s, n in u.needs.items()):
             taken.append(u)
             used += u.tokens
-            left = {s: left[s] - u.need(s) for s in Section}
+            for s, n in u.needs.items():
+                left[s] -= n
         else:
             deferred.append(u)
     dropped: list[Drop] = []

@@ -80,7 +80,10 @@ RULES: tuple[_Rule, ...] = (_tenant, _unlabeled, _acl, _owner, _domain, _expired
 def verdict(scope: Scope, c: Candidate, now: datetime) -> tuple[str, str] | None:
     """``(rule, reason)`` of the first rule that denies ``c`` to ``scope`` at ``now``; None:
     allowed."""
-    return next((v for rule in RULES if (v := rule(scope, c, now)) is not None), None)
+    for rule in RULES:  # a plain loop: this runs for every candidate of every turn
+        if (v := rule(scope, c, now)) is not None:
+            return v
+    return None
 
 
 def permission_guard(
