@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import hashlib
 import io
 import json
 import math
@@ -92,6 +93,15 @@ class Sample:
     source: str
     label: int  # 1: injection or jailbreak, 0: benign
     text: str
+    origin: str = ""  # the payload an in-carrier copy was made from ("": the text itself)
+
+
+def half(s: Sample) -> str:
+    """``dev`` or ``blind`` by a hash of the sample's payload (an in-carrier copy goes with its
+    bare payload): rules are written from the dev half's misses only, so the blind half's
+    rules columns stay an estimate for text the rule writer never read."""
+    digest = hashlib.sha256((s.origin or s.text).encode("utf-8")).digest()
+    return "dev" if digest[0] % 2 == 0 else "blind"
 
 
 class Mirror:
@@ -280,7 +290,7 @@ def embedded(samples: list[Sample]) -> list[Sample]:
         lines = [ln for ln in rng.choice(carriers).splitlines() if ln.strip()] or [""]
         at = rng.randrange(len(lines))
         before, after = lines[max(0, at - 2):at], lines[at:at + 2]
-        out.append(Sample(s.source, 1, "\n".join([*before, s.text, *after])[:1200]))
+        out.append(Sample(s.source, 1, "\n".join([*before, s.text, *after])[:1200], s.text))
     return out
 
 
@@ -402,6 +412,22 @@ def report(scored: list[tuple[Sample, float]], threshold: float) -> dict[str, ob
                     "n": len(part), **{f"{k}_{key}": rate(part, k)
                                        for k in ("rules", "model", "either")}}
     out["per_source"] = per
+    halves: dict[str, dict[str, float]] = {}
+    for name in ("dev", "blind"):
+        part = [x for x in with_rules if half(x[0]) == name]
+        for label, key in ((1, "recall"), (0, "fpr")):
+            held = [x for x in part if x[0].label == label and x[0].source not in EVAL_ONLY]
+            game = [x for x in part if x[0].label == label and x[0].source in EVAL_ONLY]
+            for tag, items in (("heldout", held), ("tensortrust", game)):
+                if items:
+                    halves[f"{name}:{tag}:{key}"] = {"n": len(items), **{
+                        k: rate(items, k) for k in ("rules", "model", "either")}}
+        for src in sorted({s.source for s, _, _ in part}):
+            pos = [x for x in part if x[0].source == src and x[0].label == 1]
+            if pos:
+                halves[f"{name}:{src}:recall"] = {"n": len(pos), **{
+                    k: rate(pos, k) for k in ("rules", "model", "either")}}
+    out["halves"] = halves
     return out
 
 
