@@ -62,6 +62,7 @@ from urllib.parse import parse_qsl, urlsplit
 from app.core.detectors.base import Accept, PatternDetector, always
 from app.core.detectors.canonical import CanonicalText
 from app.core.detectors.fuzzy import near
+from app.core.detectors.obfuscation import Deobfuscated
 from app.core.guards.safety import Detector
 
 
@@ -789,4 +790,6 @@ MEMBERS = (OVERRIDE, OVERRIDE_EXTRA, OVERRIDE_FUZZY, OVERRIDE_MORE, ROLE, ROLE_M
            ROLE_HEADERS, FRAMING, JAILBREAK, OPENINGS, DELIMITED, TOOL_COERCION, EXFILTRATION,
            EXFILTRATION_TEXT, ADDRESSED, REVEAL, REVEAL_FUZZY)
 INJECTION = CanonicalText("injection.all", MEMBERS)
-INJECTION_DETECTORS: tuple[Detector, ...] = (INJECTION,)
+# The same rules once more on the text as an obfuscator spelled it (spaced letters, digits for
+# letters): only for a text where that rewrite brings out a word the rules key on.
+INJECTION_DETECTORS: tuple[Detector, ...] = (INJECTION, Deobfuscated(INJECTION))
