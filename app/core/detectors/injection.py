@@ -230,7 +230,7 @@ ADDRESSED = _detector(
     re.compile(r"as\s{1,3}an?\s{1,3}(?:ai|llm|language\s{1,3}model|assistant|chatbot)\s{0,2},\s{0,3}"
                r"(?:you|please)\b"),
     re.compile(rf"(?<![a-z])(?:{_AI}|assistant)\s{{1,3}}(?:instructions?|note|directives?|commands?|"
-               r"task)s?\s{0,2}:"),
+               r"task)s?\s{0,3}(?::|-{1,2}>|=>|\u2192)"),
     re.compile(r"todo\(\s{0,2}(?:agent|ai|assistant|copilot|claude|llm|bot)\s{0,2}\)"),
     re.compile(r"(?<![a-z])(?:dear|hey|hi|hello)\s{1,3}(?:[a-z]{1,12}\s{1,3})?bot\b"),
     re.compile(r"(?:ai|人工智能|智能助手|ai助手|大模型|语言模型|模型)在(?:总结|阅读|处理|回答|翻译|回复)"),
@@ -273,7 +273,8 @@ ADDRESSED = _detector(
                r"机器人)|(?:ai|人工智能|智能助手|ai助手|大模型|语言模型)[，,：:]?\s?请(?:注意|你|务必|在)"),
     re.compile(r"(?:to|for|attention|dear|hey)\s{1,3}(?:the\s{1,3}|any\s{1,3}|all\s{1,3}|an?\s{1,3})?"
                r"(?:ai|assistant|model|llm|bot|summari[sz]er)s?\s{1,3}(?:reading|summari[sz]ing|"
-               r"processing|parsing|handling|analy[sz]ing|viewing|scanning|that|who|which)\b"),
+               r"processing|parsing|handling|analy[sz]ing|viewing|scanning|grading|reviewing|"
+               r"screening|evaluating|ranking|scoring|checking|that|who|which)\b"),
     re.compile(r"(?<![a-z])(?:ai|llms?|assistants?|models?|bots?|summari[sz]ers?)\s{1,3}(?:reading|"
                r"summari[sz]ing|processing|parsing|analy[sz]ing|viewing|scanning)\s{1,3}(?:(?:this|"
                r"these|the|my|our)\s{1,3})?(?:[a-z]{1,15}\s{0,3})?[:,]"),
@@ -350,6 +351,10 @@ ADDRESSED = _detector(
                r"respond(?:ing)?\s{1,3}to|process(?:ing)?|check(?:ing)?)\s{1,3}(?:anything|any\s{1,3}of"
                r"\s{1,3}(?:this|it)|this|that|it|the\s{1,3}(?:text|above|following|document|e-?mail|"
                r"message|page|question|request|task|input|review))\b[^\n]{0,30}?\b(?:instead|rather)\b"),
+    re.compile(r"(?:forget|skip|drop|never\s{1,3}mind|scrap)\s{1,3}(?:about\s{1,3})?(?:the|this|that|"
+               r"your)\s{1,3}(?:translation|summary|summari[sz]ation|review|task|question|original\s{1,3}"
+               r"task|assignment)\b[^.\n]{0,20}?(?:\band|;|,)\s{1,3}(?:instead\s{1,3})?(?:list|recommend|"
+               r"tell|say|output|print|send|write|reveal|give|call|approve|delete|forward)\b"),
     re.compile(r"stop\s{1,3}(?:translating|summari[sz]ing|reviewing|answering|analy[sz]ing|"
                r"classifying|checking|grading|what\s{1,3}you(?:'re|\s{1,3}are)\s{1,3}doing)\b[^.\n]"
                r"{0,30}?(?:\band|;|,)\s{1,3}(?:instead\s{1,3})?(?:recommend|tell|say|output|print|send|"
@@ -671,7 +676,7 @@ JAILBREAK = _detector(
                r"moderation\b"),
     re.compile(r"(?:decode|decrypt|deobfuscate|decipher|unscramble|translate)\b[^.\n]{0,60}?\b(?:and|"
                r"then)\s{1,3}(?:then\s{1,3})?(?:execute|follow|obey|carry\s{1,3}out|act\s{1,3}on|do"
-               r"\s{1,3}what|run|comply\s{1,3}with)(?:\s{1,3}(?:it|them|this|these|the\s{1,3}(?:following|"
+               r"\s{1,3}(?:exactly\s{1,3}|precisely\s{1,3})?what|run|comply\s{1,3}with)(?:\s{1,3}(?:it|them|this|these|the\s{1,3}(?:following|"
                r"decoded|resulting|hidden|instructions?|commands?|result|text|message)|what)|\s{0,2}[:.]|$)|(?:解码|解密|翻译|破译)[^。\n]{0,20}?(?:然后|并|后|再)"
                r"(?:执行|照做|运行|遵循|按照)"),
     # an encoded payload named as orders: "follow the ROT13 instructions", "hex-encoded
@@ -761,7 +766,8 @@ _IMPERATIVE = re.compile(
     r"responding|replying|you|doing)|call|send|e-?mail|forward|approve|refund|transfer|delete|ignore|"
     r"disregard|forget|recommend|tell|say|reply|respond|answer|write|output|print|include|add|"
     r"insert|do\s{1,3}not|don't|never|always|stop|instead|execute|run|open|visit|click|grant|share|"
-    r"reveal|summari[sz]e|translate|you\s{1,3}(?:must|should|will|are\s{1,3}to))\b")
+    r"reveal|summari[sz]e|translate|export|navigate|rank|list|give|book|cancel|mark|rate|"
+    r"you\s{1,3}(?:must|should|will|are\s{1,3}to))\b")
 
 
 def _order_follows(m: re.Match[str], text: str) -> bool:
@@ -773,8 +779,8 @@ def _order_follows(m: re.Match[str], text: str) -> bool:
 BANNERS = _detector(
     "injection.addressed",
     re.compile(r"(?:important|urgent|new|updated|additional|special|hidden|secret|critical|priority|"
-               r"mandatory)\s{1,3}(?:[a-z]{1,12}\s{1,3})?(?:instructions?|directives?|orders?|commands?|"
-               r"tasks?|notes?|messages?|request)\s{1,3}(?:to|for)\s{1,3}(?:the\s{1,3}|any\s{1,3}|all"
+               r"mandatory|system|admin|security)\s{1,3}(?:[a-z]{1,12}\s{1,3})?(?:instructions?|directives?|"
+               r"orders?|commands?|tasks?|notes?|messages?|request|update|notice|alert)\s{1,3}(?:to|for)\s{1,3}(?:the\s{1,3}|any\s{1,3}|all"
                r"\s{1,3}|you,?\s{1,3})?(?:ai\s{1,3})?(?:agent|assistant|model|bot)s?\b"),
     re.compile(r"(?:instructions?|directives?|orders?|commands?)\s{1,3}(?:to|for)\s{1,3}(?:the\s{1,3}|"
                r"any\s{1,3}|all\s{1,3})?(?:ai\s{1,3})?(?:agent|model|bot)s?\b"),
@@ -783,9 +789,10 @@ BANNERS = _detector(
 # and recommend…]"; a staff list's "(assistant: Maria)" gives no order.
 BRACKETED = _detector(
     "injection.addressed",
-    re.compile(r"[\[{(<]\s{0,2}(?:(?:note|message)\s{1,3}(?:to|for)\s{1,3})?(?:the\s{1,3})?"
-               r"(?:assistant|ai|model|llm|bot|chatbot|gpt|chatgpt|claude|copilot|gemini|ai\s{1,3}"
-               r"(?:assistant|agent|model))"),
+    re.compile(r"(?:[\[{(<]|<!--)\s{0,2}(?:(?:note|message)\s{1,3}(?:to|for)\s{1,3})?(?:the\s{1,3})?"
+               r"(?:[a-z-]{1,15}\s{1,3})?(?:assistant|ai|model|llm|bot|chatbot|gpt|chatgpt|claude|copilot|"
+               r"gemini|ai\s{1,3}(?:assistant|agent|model))"),
+    re.compile(r"<!--\s{0,3}(?:the\s{1,3})?(?:ai\s{1,3})?agent"),
     accept=_order_follows)
 
 _EN_ACTION = (r"(?:send|e-?mail|forward|transfer|wire|pay|refund|grant|approve|upload|disable|"
@@ -926,9 +933,10 @@ INTL = _detector(
     "injection.override",
     re.compile(r"(?:nouvelles?|nuevas?|novas?|nuove|neue)\s{1,3}(?:instructions|consignes|"
                r"instrucciones|instru[çc][õo]es|istruzioni|anweisungen)\s{0,3}:"),
-    re.compile(r"(?:vergiss|vergessen\s{1,3}sie|oublie[zs]?|olvida|esque[çc]a|dimentica)\s{1,3}"
-               r"(?:alles|tout|todo|tudo|tutto)\s{1,3}(?:was|ce\s{1,3}qu|lo\s{1,3}que|o\s{1,3}que|"
-               r"quello\s{1,3}che)"),
+    re.compile(r"(?:vergiss|vergessen\s{1,3}sie|ignorier(?:e|en\s{1,3}sie)?|oublie[zs]?|ignore[zs]?|"
+               r"olvida|ignora|esque[çc]a|dimentica)\s{1,3}(?:alles|tout|todo|tudo|tutto)\s{1,3}(?:was|"
+               r"ce\s{1,3}qu|lo\s{1,3}que|o\s{1,3}que|quello\s{1,3}che|ci[òo]\s{1,3}che|lo\s{1,3}anterior|"
+               r"o\s{1,3}anterior|davor|bisher|zuvor|vorher|ce\s{1,3}qui\s{1,3}pr[ée]c[èe]de)"),
     re.compile(r"(?:以前|前|上記|これまで|先|最初|全て|すべて)の[^。\n]{0,8}?(?:指示|命令|ルール|指令|"
                r"プロンプト|制約)(?:を|は)[^。\n]{0,6}?(?:無視|忘れ|破棄)(?:して|しろ|せよ|しなさい|"
                r"てください|て)(?!しまっ)"),
@@ -938,6 +946,10 @@ INTL = _detector(
 )
 INTL_REVEAL = _detector(
     "injection.reveal",
+    re.compile(r"(?:instrucciones|instru[çc][õo]es|istruzioni|anweisungen|consignes|instructions)"
+               r"\s{1,3}(?:que\s{1,3}(?:recibiste|te\s{1,3}dieron|recebeu|te\s{1,3}deram|on\s{1,3}t'a"
+               r"\s{1,3}donn[ée]es|tu\s{1,3}as\s{1,3}re[çc]ues)|che\s{1,3}(?:hai\s{1,3}ricevuto|ti\s{1,3}"
+               r"sono\s{1,3}state\s{1,3}date)|die\s{1,3}(?:du|sie)\s{1,3}(?:erhalten|bekommen))"),
     re.compile(r"(?:r[ée]v[èe]le|affiche|montre|donne|r[ée]p[èe]te|imprime|divulgue|[ée]cris)[sz]?"
                r"(?:-moi)?\s{1,3}(?:[a-z]{1,10}\s{1,3}){0,2}?(?:ton|votre|tes|vos)\s{1,3}(?:prompt|"
                r"invite|instructions|consignes)\s{1,3}(?:syst[èe]me|initiale?s?|cach[ée]e?s?|"
@@ -963,7 +975,8 @@ _RU_WORDS = r"(?:предыдущие|прежние|вышеуказанные|
 RUSSIAN = PatternDetector(
     name="injection.override", type="injection.override", action="quarantine",
     patterns=(
-        re.compile(r"(?:[Ии]гнорируй|[Пп]роигнорируй|[Зз]абудь|[Оо]тбрось|[Нн]е\s{1,3}обращай)(?:те)?"
+        re.compile(r"(?:[Ии]гнорируй|[Пп]роигнорируй|[Зз]абудь|[Оо]тбрось|[Нн]е\s{1,3}обращай|[Нн]е"
+                   r"\s{1,3}выполняй|[Нн]е\s{1,3}следуй|[Оо]тмени)(?:те)?"
                    r"\s{1,3}(?:внимания\s{1,3}на\s{1,3})?(?:все\s{1,3})?" + _RU_WORDS +
                    r"\s{1,3}(?:\w{1,14}\s{1,3})?(?:инструкции|указания|правила|команды|директивы|"
                    r"установки|ограничения)"),
@@ -972,9 +985,9 @@ RUSSIAN_REVEAL = PatternDetector(
     name="injection.reveal", type="injection.reveal", action="quarantine",
     patterns=(
         re.compile(r"(?:[Пп]окажи|[Вв]ыведи|[Рр]аскрой|[Пп]овтори|[Нн]апиши|[Сс]ообщи|[Рр]асскажи)"
-                   r"(?:те)?\s{1,3}(?:мне\s{1,3})?(?:свой|свои|ваш|ваши|твой|твои)\s{1,3}(?:системный"
-                   r"\s{1,3}промпт|системные\s{1,3}инструкции|промпт|инструкции|исходные\s{1,3}"
-                   r"инструкции)"),
+                   r"(?:те)?\s{1,3}(?:мне\s{1,3})?(?:(?:свой|свои|ваш|ваши|твой|твои)\s{1,3}(?:промпт|"
+                   r"инструкции|исходные\s{1,3}инструкции)|(?:(?:свой|ваш|твой)\s{1,3})?системный\s{1,3}"
+                   r"промпт|(?:(?:свои|ваши|твои)\s{1,3})?системные\s{1,3}инструкции)"),
     ))
 
 def _b64_forms(word: str) -> list[str]:
