@@ -72,11 +72,13 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from app.core.detectors.base import Accept, PatternDetector, always
 from app.core.detectors.canonical import CanonicalText
 from app.core.detectors.fuzzy import near
+from app.core.detectors.literals import required_factors
 from app.core.detectors.prefilter import Prefiltered
 from app.core.guards.safety import Detector
 
@@ -594,7 +596,8 @@ TURNS = _detector(
                r"immediately|now)\b"),
     re.compile(rf"(?<![a-z]){_AI}\s{{0,2}}[:,]\s{{0,3}}[^\n]{{0,120}}?(?:you|your|please|must)\b"),
     accept=_turn_start)
-_MARKER = re.compile(r"(?:^|[^a-z])((?:assistant|ai|gpt|chatgpt|bot)\s{0,2}:\s{0,3})$")
+_MARKER = re.compile(r"(?:^|[^a-z])((?:assistant|ai|gpt|chatgpt|bot)\s{0,2}:\s{0,3})$",
+                     re.IGNORECASE)
 
 
 def _complied(m: re.Match[str], text: str) -> bool:
@@ -781,13 +784,14 @@ DELIMITED = _detector(
                r"(?:[a-z]{1,12}\s{1,3})?instructions?\s{0,2}:?\s{0,2}(?:\*{2}|#{2}|={2}|!{2}|~{2})"),
     accept=_delimited)
 
+# (case-blind: an ``accept`` sees the unfolded text when a member runs on its own)
 _IMPERATIVE = re.compile(
     r"\s{0,3}[:\-\u2013\u2014!]{1,3}\s{0,3}(?:[a-z]{1,12}\s{1,3}){0,2}?(?:before\s{1,3}(?:answering|"
     r"responding|replying|you|doing)|call|send|e-?mail|forward|approve|refund|transfer|delete|ignore|"
     r"disregard|forget|recommend|tell|say|reply|respond|answer|write|output|print|include|add|"
     r"insert|do\s{1,3}not|don't|never|always|stop|instead|execute|run|open|visit|click|grant|share|"
     r"reveal|summari[sz]e|translate|export|navigate|rank|list|give|book|cancel|mark|rate|"
-    r"you\s{1,3}(?:must|should|will|are\s{1,3}to))\b")
+    r"you\s{1,3}(?:must|should|will|are\s{1,3}to))\b", re.IGNORECASE)
 
 
 def _order_follows(m: re.Match[str], text: str) -> bool:
@@ -800,7 +804,7 @@ _BANNER_QUALIFIERS = frozenset({"important", "urgent", "new", "updated", "additi
                                 "hidden", "secret", "critical", "priority", "mandatory", "system",
                                 "admin", "security"})
 _ORDERS = ("instruction", "directive", "order", "command")
-_LETTERS = re.compile(r"[a-z]+")
+_LETTERS = re.compile(r"[a-z]+", re.IGNORECASE)
 
 
 def _banner(m: re.Match[str], text: str) -> bool:
@@ -812,7 +816,7 @@ def _banner(m: re.Match[str], text: str) -> bool:
     if m.group("noun").startswith(_ORDERS) and m.group("who") != "assistant":
         return True
     before = _LETTERS.findall(text, max(0, m.start() - 30), m.start())
-    return any(w in _BANNER_QUALIFIERS for w in before[-2:])
+    return any(w.lower() in _BANNER_QUALIFIERS for w in before[-2:])
 
 
 BANNERS = _detector(
@@ -942,7 +946,7 @@ def _intl_qualified(m: re.Match[str], text: str) -> bool:
     after = text[m.end():m.end() + 40]
     cut = _CLAUSE_END.search(after)
     span = text[m.start():m.end()] + " " + (after[:cut.start()] if cut else after)
-    return any(w in _INTL_QUALIFIERS for w in _WORD.findall(span))
+    return any(w.lower() in _INTL_QUALIFIERS for w in _WORD.findall(span))
 
 
 _L = r"[^\W\d_]"  # a letter of any script (accented ones too)
@@ -1049,6 +1053,20 @@ MEMBERS = (OVERRIDE, OVERRIDE_EXTRA, OVERRIDE_FUZZY, OVERRIDE_MORE, ROLE, ROLE_M
            EXFILTRATION_TEXT, ADDRESSED, REVEAL, REVEAL_FUZZY, INTL_OVERRIDE, INTL, INTL_REVEAL,
            BANNERS, BRACKETED, ENCODED, COMPLIED)
 INJECTION = CanonicalText("injection.all", MEMBERS)
-# Russian behind its own literal scan: the service's prefilter passes detectors that are not
-# plain patterns straight through, and the two patterns cost 1.3 ms per 10 kB run bare.
-INJECTION_DETECTORS: tuple[Detector, ...] = (INJECTION, Prefiltered([RUSSIAN, RUSSIAN_REVEAL]))
+
+
+class _OwnScan(Prefiltered):
+    """Pattern detectors behind their own literal scan, for callers without the service's
+    prefilter (the memory gate, rule-file lint, the bench): run bare, the two Russian patterns
+    cost 1.3 ms per 10 kB. ``triggers`` (each pattern's first factor) lets the service's
+    prefilter gate the whole in turn."""
+
+    def __init__(self, name: str, detectors: Sequence[PatternDetector]) -> None:
+        super().__init__(detectors)
+        self.name = name
+        self.triggers = (frozenset(lit for d in detectors for p in d.patterns
+                                   for lit in required_factors(p)[0]),)
+
+
+INJECTION_DETECTORS: tuple[Detector, ...] = (
+    INJECTION, _OwnScan("injection.russian", [RUSSIAN, RUSSIAN_REVEAL]))
