@@ -394,6 +394,9 @@ def report(scored: list[tuple[Sample, float]], threshold: float) -> dict[str, ob
         got = [{"model": m, "rules": r, "either": m or r}[pick] for _, m, r in hits]
         return round(sum(got) / len(got), 3) if got else float("nan")
 
+    def rates(items: list[tuple[Sample, float, bool]]) -> dict[str, float]:
+        return {"n": len(items), **{k: rate(items, k) for k in ("rules", "model", "either")}}
+
     with_rules = [(s, sc, rules(s.text)) for s, sc in scored]
     out: dict[str, object] = {"threshold": round(threshold, 4)}
     for name, eval_only in (("heldout", False), ("tensortrust", True)):
@@ -420,13 +423,11 @@ def report(scored: list[tuple[Sample, float]], threshold: float) -> dict[str, ob
             game = [x for x in part if x[0].label == label and x[0].source in EVAL_ONLY]
             for tag, items in (("heldout", held), ("tensortrust", game)):
                 if items:
-                    halves[f"{name}:{tag}:{key}"] = {"n": len(items), **{
-                        k: rate(items, k) for k in ("rules", "model", "either")}}
+                    halves[f"{name}:{tag}:{key}"] = rates(items)
         for src in sorted({s.source for s, _, _ in part}):
             pos = [x for x in part if x[0].source == src and x[0].label == 1]
             if pos:
-                halves[f"{name}:{src}:recall"] = {"n": len(pos), **{
-                    k: rate(pos, k) for k in ("rules", "model", "either")}}
+                halves[f"{name}:{src}:recall"] = rates(pos)
     out["halves"] = halves
     return out
 

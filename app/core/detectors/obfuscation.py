@@ -23,6 +23,7 @@ test, and never a second scan.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import partial
 
 from app.core.guards.safety import Detector, Finding
@@ -43,16 +44,24 @@ _AS_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t
                        "$": "s"})
 _AS_L = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a",
                        "$": "s"})
-
-
 _LEADING_ONE = re.compile(r"(?<![\w@$])1")
 
 
-def _readings(text: str) -> tuple[str, str, str]:
-    """``text`` with its leet characters read back: ``1`` as ``i``, as ``l``, and as ``i``
-    leading a word but ``l`` inside one. The caller applies it to leet words only."""
-    return (text.translate(_AS_I), text.translate(_AS_L),
-            _LEADING_ONE.sub("i", text).translate(_AS_L))
+def _as_i(text: str) -> str:
+    return text.translate(_AS_I)
+
+
+def _as_l(text: str) -> str:
+    return text.translate(_AS_L)
+
+
+def _leading_i(text: str) -> str:
+    return _LEADING_ONE.sub("i", text).translate(_AS_L)
+
+
+# How leet characters read back: ``1`` as ``i``, as ``l``, and as ``i`` leading a word but
+# ``l`` inside one. Applied to leet words only.
+_READINGS = (_as_i, _as_l, _leading_i)
 
 
 # The words the injection rules key on: a rewrite that brings none of them out cannot make
@@ -66,8 +75,12 @@ def _any_keyword(text: str) -> bool:
     return any(k in text for k in KEYWORDS)  # substring searches: faster than an alternation
 
 
-def _reading(n: int, m: re.Match[str]) -> str:
-    return _readings(m.group())[n]
+def _brings_keyword(form: str, before: str) -> bool:
+    return any(k in form and k not in before for k in KEYWORDS)
+
+
+def _read(reading: Callable[[str], str], m: re.Match[str]) -> str:
+    return reading(m.group())
 
 
 def _spaced(text: str) -> str:
@@ -85,11 +98,11 @@ def forms(text: str) -> list[str]:
     if words:
         # the leet words alone first, joined (C-speed translations): the text is rewritten
         # only in a reading that brings a keyword out (a page of hashes stops here)
-        for n, read in enumerate(_readings(" ".join(words))):
-            if _any_keyword(read.lower()):
-                out.append(_LEET_WORD.sub(partial(_reading, n), spaced))
+        joined = " ".join(words)
+        out += [_LEET_WORD.sub(partial(_read, reading), spaced) for reading in _READINGS
+                if _any_keyword(reading(joined).lower())]
     before = text.lower()
-    return [f for f in out if any(k in f.lower() and k not in before for k in KEYWORDS)]
+    return [f for f in out if _brings_keyword(f.lower(), before)]
 
 
 class Deobfuscated:
