@@ -17,9 +17,12 @@ index a *normalized* text instead of the raw chunk:
   left to search for. The store matches it against two tsvectors of the same normalized
   text: ``simple`` (exact lexemes, the CJK bigrams) and ``english`` (Snowball stems, so
   "researching" finds "research").
-- ``coverage(terms, text)`` is the share of a query's terms a text holds, a word matching
-  when it starts with the term's ``stem`` (a light English suffix stripper): the lexical
-  half of the relevance floor (``coverage_of`` compiles it once per query).
+- ``coverage(terms, text)`` is the share of a query's terms a text holds (``held_of``), a
+  word matching when it starts with the term's ``stem`` (a light English suffix stripper):
+  the lexical half of the relevance floor (``coverage_of`` compiles it once per query).
+- ``rarity(held)`` weighs each term by how few of a set of texts hold it (BM25's inverse
+  document frequency), and ``weighted_share`` is the share of that weight a text holds: the
+  lexical half of a candidate's rank, where a rare word says more than a common one.
 
 >>> normalize("Refund 退款接口超时!")
 'refund 退款 款接 接口 口超 超时'
@@ -29,8 +32,9 @@ index a *normalized* text instead of the raw chunk:
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 
 # Han (incl. extension A and compatibility), kana, Hangul syllables, and the supplementary
 # ideographic planes. Each run of these is bigrammed; everything else is split on non-words.
@@ -152,25 +156,30 @@ def stem(word: str) -> str:
     return word
 
 
-def coverage_of(terms: list[str]) -> Callable[[str], float]:
-    """``coverage`` for one query, compiled once for the turn's candidates: an ASCII term
-    matches a word starting with its stem (one regex pass over the lowercased text, in C), a
-    CJK bigram a substring. Longer stems are tried first, so "timeout" is not cut to "time"."""
+def held_of(terms: list[str]) -> Callable[[str], frozenset[str]]:
+    """For one query, compiled once for the turn's candidates: which of ``terms`` a text
+    holds. An ASCII term is held by a word starting with its stem (one regex pass over the
+    lowercased text, in C), a CJK bigram as a substring. Longer stems are tried first, so
+    "timeout" is not cut to "time"."""
     if not terms:
-        return lambda text: 0.0
+        return lambda text: frozenset()
     stems = {t: stem(t) for t in terms if t.isascii()}
     cjk = [t for t in terms if not t.isascii()]
     alternatives = sorted(set(stems.values()), key=lambda w: (-len(w), w))
     words = re.compile(r"\b(?:" + "|".join(alternatives) + ")") if alternatives else None
 
-    def share(text: str) -> float:
-        lowered = text.lower()
-        found = set(words.findall(lowered)) if words is not None else set()
-        hits = sum(1 for t in stems.values() if t in found)
-        hits += sum(1 for t in cjk if t in text)
-        return hits / len(terms)
+    def held(text: str) -> frozenset[str]:
+        found = set(words.findall(text.lower())) if words is not None else set()
+        return frozenset([*(t for t, s in stems.items() if s in found),
+                          *(t for t in cjk if t in text)])
 
-    return share
+    return held
+
+
+def coverage_of(terms: list[str]) -> Callable[[str], float]:
+    """``coverage`` for one query, compiled once for the turn's candidates (``held_of``)."""
+    held = held_of(terms)
+    return (lambda text: len(held(text)) / len(terms)) if terms else (lambda text: 0.0)
 
 
 def coverage(terms: list[str], text: str) -> float:
@@ -181,3 +190,27 @@ def coverage(terms: list[str], text: str) -> float:
     1.0
     """
     return coverage_of(terms)(text)
+
+
+def rarity(held: Collection[frozenset[str]]) -> dict[str, float]:
+    """Each term's weight among a set of texts, from the terms each holds (``held_of``): BM25's
+    inverse document frequency ``ln(1 + (N - df + 0.5) / (df + 0.5))`` over those ``N``
+    texts. A term no text holds has no weight; one every text holds nearly none.
+
+    >>> w = rarity([frozenset({"stork", "keeping"}), frozenset({"keeping"})])
+    >>> w["stork"] > w["keeping"]
+    True
+    """
+    df: dict[str, int] = {}
+    for terms in held:
+        for t in terms:
+            df[t] = df.get(t, 0) + 1
+    n = len(held)
+    return {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+
+
+def weighted_share(held: frozenset[str], weights: Mapping[str, float]) -> float:
+    """The share of the query's weight (``rarity``) the terms ``held`` carry: 1 for a text
+    holding every term some text holds, 0 for one holding none (or when nothing weighs)."""
+    total = sum(weights.values())
+    return sum(weights.get(t, 0.0) for t in held) / total if total > 0 else 0.0

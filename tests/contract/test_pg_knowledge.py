@@ -216,3 +216,27 @@ async def test_lexical_ranking_prefers_more_terms_within_its_bounded_pool(
     await store.upsert(tenant_id=tenant, document=doc("exact", ["refund webhook timeout"]))
     hits = await store.search_text(query=query(tenant, text="refund webhook timeout", k=3))
     assert [h.doc_id for h in hits] == ["exact", "crowd", "crowd"]
+
+
+async def test_a_rare_term_outranks_common_ones(db: Database, tenant: str) -> None:
+    """Full text ranks by rarity (``rarity_ranked``): a chunk holding the one rare query term
+    outranks chunks holding two common ones, which ts_rank's counting ranked first."""
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
+    common = [f"keeping healthy services {i}" for i in range(30)]
+    await store.upsert(tenant_id=tenant, document=doc("common", common))
+    await store.upsert(tenant_id=tenant, document=doc("rare", ["the stork pager rota"]))
+    hits = await store.search_text(query=query(tenant, text="keeping stork healthy", k=2))
+    assert [h.doc_id for h in hits] == ["rare", "common"]
+
+
+async def test_a_text_hit_carries_its_cosine(db: Database, tenant: str) -> None:
+    """A full-text hit is judged by meaning too: it carries the cosine to the query vector
+    (none without one)."""
+    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
+    await store.upsert(tenant_id=tenant, document=doc("d", ["refund a", "refund b"]))
+    hits = await store.search_text(query=query(tenant, embedding=unit(1)))
+    by_chunk = {h.chunk_no: h.similarity for h in hits}
+    assert by_chunk[1] == pytest.approx(1.0)
+    assert by_chunk[0] == pytest.approx(float(np.dot(unit(0), unit(1))), abs=1e-5)
+    assert {h.similarity for h in await store.search_text(
+        query=query(tenant, embedding=None))} == {None}

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from app.core.guards.relevance import SEMANTIC_WEIGHT, noise, relevance_guard, rescaled, rrf
@@ -9,11 +11,26 @@ from tests.unit.builders import cand
 
 def test_judged_layers_fuse_normalized_scores_convexly() -> None:
     c = cand(content="refund path", scores=(("fts", 1), ("vector", 3)), similarity=0.85)
-    kept, _ = relevance_guard([c], limits={}, floor=0.0, query="refund timeout")
-    # meaning (0.85 - 0.75) / 0.25 = 0.4, words: one of two terms
-    want = SEMANTIC_WEIGHT * 0.4 + (1 - SEMANTIC_WEIGHT) * 0.5
+    other = cand("kb://b", "refund timeout runbook", scores=(("fts", 2),))
+    kept, _ = relevance_guard([c, other], limits={}, floor=0.0, query="refund timeout")
+    # meaning (0.85 - 0.75) / 0.25 = 0.4; words: "refund" (held by both candidates,
+    # ln 1.2) of "refund" + "timeout" (held by one, ln 2)
+    words = math.log(1.2) / (math.log(1.2) + math.log(2.0))
+    want = SEMANTIC_WEIGHT * 0.4 + (1 - SEMANTIC_WEIGHT) * words
     assert kept[0].score == pytest.approx(want)
-    assert f"cc {want:.4f} (meaning 0.40, words 0.50; fts#1, vector#3)" in kept[0].reason
+    assert f"cc {want:.4f} (meaning 0.40, words {words:.2f}; fts#1, vector#3)" in kept[0].reason
+    assert kept[0].relevance == pytest.approx(0.5)  # the floor reads the plain share
+
+
+def test_a_rare_query_word_outranks_a_common_one() -> None:
+    """Six candidates hold "keeping", one holds "stork": equal meaning, so the rare word
+    decides (ts_rank-style counting would tie them)."""
+    common = [cand(f"kb://c{i}", f"keeping records {i}", scores=(("fts", i + 1),),
+                   similarity=0.8) for i in range(6)]
+    rare = cand("kb://rare", "a stork nest", scores=(("fts", 7),), similarity=0.8)
+    kept, _ = relevance_guard([*common, rare], limits={Layer.KNOWLEDGE: 1}, floor=0.0,
+                              query="keeping a stork")
+    assert [c.ref for c in kept] == ["kb://rare"]
 
 
 def test_memories_fuse_ranks() -> None:

@@ -7,13 +7,15 @@ similarity_baseline=0.75)``
   labels are kept) and their ``(ranker, rank)`` pairs unioned; a ranker listed twice counts once,
   with its best rank, so a duplicate delivery cannot inflate the score.
 * A judged candidate (knowledge, transcript: ``FLOORED``) gets ``score =
-  SEMANTIC_WEIGHT * semantic + (1 - SEMANTIC_WEIGHT) * lexical`` — a convex combination of
-  the two normalized signals its ``relevance`` is made of (below), not of their ranks (Bruch
+  SEMANTIC_WEIGHT * semantic + (1 - SEMANTIC_WEIGHT) * distinctive`` — a convex combination
+  of two normalized signals, not of their ranks (Bruch
   et al. 2022, "An Analysis of Fusion Functions for Hybrid Retrieval": a convex combination
   of theoretically normalized scores beats reciprocal rank fusion, which throws away how far
-  apart two hits are). Meaning dominates; words add evidence and break near-ties. A hit one
-  ranker did not return has no score from it and contributes 0 there (CombSUM's rule): a
-  full-text-only hit's cosine is unknown, only known to be below its layer's vector hits'.
+  apart two hits are). Meaning dominates; words add evidence and break near-ties.
+  ``distinctive`` is the share of the query's weight its text holds, each term weighed by
+  how few of the judged candidates hold it (``fts.rarity``, ``fts.weighted_share``): a
+  word every candidate holds cannot tell them apart, a rare one can. A hit without a
+  cosine (a full-text hit of a query without a vector) has 0 there (CombSUM's rule).
   Both signals are
   absolute for one query and one embedder, so a chunk and an earlier session's event compete
   on one scale whichever store found them.
@@ -121,8 +123,9 @@ def rescaled(similarity: float | None, baseline: float) -> float:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Judged:
-    """What the floor made of a candidate: its ``(semantic, lexical)`` signals, their
-    ``relevance`` (the better), ``weak`` (noise) and the fused ``score``."""
+    """What the floor made of a candidate: the ``(semantic, words)`` signals its ``score``
+    fuses (``words``: the rarity-weighted share of the query's terms), its ``relevance`` (the
+    better of semantic and the plain share) and ``weak`` (noise)."""
 
     signals: tuple[float, float]
     relevance: float
@@ -130,13 +133,17 @@ class Judged:
     score: float
 
 
-def judge(c: Candidate, lexical: float, *, floor: float, baseline: float) -> Judged:
+def judge(c: Candidate, lexical: float, *, floor: float, baseline: float,
+          distinctive: float | None = None) -> Judged:
     """``c``'s signals, relevance, weakness and score (see the module contract);
-    ``lexical``: the share of the query's terms it holds (``fts.coverage``)."""
+    ``lexical``: the share of the query's terms it holds (``fts.coverage``), what the floor
+    reads; ``distinctive``: that share weighed by rarity (``fts.weighted_share``), what the
+    score reads (``lexical`` when not given)."""
     semantic = rescaled(c.similarity, baseline)
     relevance = max(lexical, semantic)
     weak = relevance < floor + NOISE_MARGIN or (lexical == 0.0 and semantic < NOISE_SIMILARITY)
-    return Judged((semantic, lexical), relevance, weak, fused(semantic, lexical))
+    words = lexical if distinctive is None else distinctive
+    return Judged((semantic, words), relevance, weak, fused(semantic, words))
 
 
 def noise(segments: Iterable[Segment]) -> dict[str, float | int]:
@@ -159,10 +166,15 @@ def relevance_guard(
     query: str = "",
     similarity_baseline: float = 0.75,
 ) -> tuple[list[Candidate], list[Drop]]:
-    coverage = fts.coverage_of(fts.query_terms(query))
+    terms = fts.query_terms(query)
+    held_of = fts.held_of(terms)
     merged = merge_by_ref(candidates)
-    judged = {c.ref: judge(c, coverage(c.content), floor=floor, baseline=similarity_baseline)
-              for c in merged if c.scores and c.layer in FLOORED}
+    held = {c.ref: held_of(c.content) for c in merged if c.scores and c.layer in FLOORED}
+    weights = fts.rarity(held.values())
+    judged = {c.ref: judge(c, len(held[c.ref]) / len(terms) if terms else 0.0, floor=floor,
+                           baseline=similarity_baseline,
+                           distinctive=fts.weighted_share(held[c.ref], weights))
+              for c in merged if c.ref in held}
     dropped: list[Drop] = []
     over: set[str] = set()
 
