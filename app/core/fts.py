@@ -193,9 +193,11 @@ def coverage(terms: list[str], text: str) -> float:
 
 
 def rarity(held: Collection[frozenset[str]]) -> dict[str, float]:
-    """Each term's weight among a set of texts, from the terms each holds (``held_of``): BM25's
-    inverse document frequency ``ln(1 + (N - df + 0.5) / (df + 0.5))`` over those ``N``
-    texts. A term no text holds has no weight; one every text holds nearly none.
+    """Each term's distinctiveness among a set of texts, from the terms each holds
+    (``held_of``), in 0..1: BM25's inverse document frequency ``ln(1 + (N - df + 0.5) /
+    (df + 0.5))`` over those ``N`` texts, divided by what a term only one text of ``N``
+    could score at most (``df`` → 0), so a common word weighs little whatever the query. A
+    term no text holds has no weight.
 
     >>> w = rarity([frozenset({"stork", "keeping"}), frozenset({"keeping"})])
     >>> w["stork"] > w["keeping"]
@@ -206,11 +208,12 @@ def rarity(held: Collection[frozenset[str]]) -> dict[str, float]:
         for t in terms:
             df[t] = df.get(t, 0) + 1
     n = len(held)
-    return {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+    ceiling = math.log(1.0 + (n + 0.5) / 0.5)
+    return {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) / ceiling for t, d in df.items()}
 
 
 def weighted_share(held: frozenset[str], weights: Mapping[str, float]) -> float:
-    """The share of the query's weight (``rarity``) the terms ``held`` carry: 1 for a text
-    holding every term some text holds, 0 for one holding none (or when nothing weighs)."""
-    total = sum(weights.values())
-    return sum(weights.get(t, 0.0) for t in held) / total if total > 0 else 0.0
+    """The words signal of a text: the mean distinctiveness (``rarity``) of the terms some
+    text holds, counting only those ``held``: 1 only for a text holding every such term,
+    each unique to it; low for one holding common words only (0 when nothing weighs)."""
+    return sum(weights.get(t, 0.0) for t in held) / len(weights) if weights else 0.0

@@ -13,9 +13,9 @@ def test_judged_layers_fuse_normalized_scores_convexly() -> None:
     c = cand(content="refund path", scores=(("fts", 1), ("vector", 3)), similarity=0.85)
     other = cand("kb://b", "refund timeout runbook", scores=(("fts", 2),))
     kept, _ = relevance_guard([c, other], limits={}, floor=0.0, query="refund timeout")
-    # meaning (0.85 - 0.75) / 0.25 = 0.4; words: "refund" (held by both candidates,
-    # ln 1.2) of "refund" + "timeout" (held by one, ln 2)
-    words = math.log(1.2) / (math.log(1.2) + math.log(2.0))
+    # meaning (0.85 - 0.75) / 0.25 = 0.4; words: the mean distinctiveness of "refund" (held
+    # by both candidates: ln 1.2 of the ceiling ln 6) and "timeout" (not held by this one)
+    words = math.log(1.2) / math.log(6.0) / 2
     want = SEMANTIC_WEIGHT * 0.4 + (1 - SEMANTIC_WEIGHT) * words
     assert kept[0].score == pytest.approx(want)
     assert f"cc {want:.4f} (meaning 0.40, words {words:.2f}; fts#1, vector#3)" in kept[0].reason

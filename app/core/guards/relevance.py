@@ -12,9 +12,9 @@ similarity_baseline=0.75)``
   et al. 2022, "An Analysis of Fusion Functions for Hybrid Retrieval": a convex combination
   of theoretically normalized scores beats reciprocal rank fusion, which throws away how far
   apart two hits are). Meaning dominates; words add evidence and break near-ties.
-  ``distinctive`` is the share of the query's weight its text holds, each term weighed by
-  how few of the judged candidates hold it (``fts.rarity``, ``fts.weighted_share``): a
-  word every candidate holds cannot tell them apart, a rare one can. A hit without a
+  ``distinctive`` is the mean distinctiveness of the query terms its text holds, among the
+  judged candidates (``fts.rarity``, ``fts.weighted_share``): a word every candidate holds
+  cannot tell them apart, a rare one can, and a text of common words stays weak. A hit without a
   cosine (a full-text hit of a query without a vector) has 0 there (CombSUM's rule).
   Both signals are
   absolute for one query and one embedder, so a chunk and an earlier session's event compete
