@@ -1198,6 +1198,33 @@ INTL = _detector(
                r"지시사항|안내)[^.\n]{0,10}?(?:무시(?:하고|해|하세요|하십시오|하라)|잊어(?:버려|라|"
                r"주세요|버리고))"),
 )
+# A note, message or orders for the AI in other languages ("Nota para el asistente de IA:",
+# "Hinweis an den KI-Assistenten:", "Message pour l'IA qui lit cet avis :", "AIアシスタントへ：",
+# "AI에게:", "致AI：", "（给AI的）", "【AI指令】"), or the AI greeted ("Liebe KI,"). An assistant,
+# agent or model is an AI one only when the words say so ("asistente de IA", "KI-Agent").
+_INTL_AI = (r"(?:ia|ki|ai|llm|gpt|chatgpt|copilot|chatbot|bot|sprachmodell|(?:ki|ai)-?(?:assistent"
+            r"(?:en|in)?|agent(?:en)?|modell)|(?:asistente|assistente|assistant|agente|agent|"
+            r"modelo|modello|mod[eè]le)\s{1,3}(?:de\s{1,3}|d['\u2019]\s{0,1})?(?:ia|ai|ki|virtual|"
+            r"virtuale|virtuel))\b")
+INTL_ADDRESSED = _detector(
+    "injection.addressed",
+    re.compile(r"(?:nota|mensaje|aviso|instrucciones|indicaciones|atenci[oó]n|note|message|"
+               r"consignes?|instructions|avis|remarque|hinweis|nachricht|anweisungen?|achtung|"
+               r"notiz|messaggio|istruzioni|avviso|attenzione|recado|mensagem|instru[çc][õo]es)"
+               r"\s{1,3}(?:para|pour|[àa]|an|f[üu]r|per|ao|al)\s{1,3}(?:(?:el|la|los|las|le|les|"
+               r"den|die|das|il|lo|o|os|qualsiasi|cualquier|toute?|jede[nrs]?)\s{1,3}|l['\u2019]"
+               rf"\s{{0,1}})?{_INTL_AI}[^.\n:]{{0,40}}?:"),
+    re.compile(r"(?:querid[oa]|estimad[oa]|ch[eè]re?|liebe[rs]?|car[oa]|gentile|prezad[oa])"
+               rf"\s{{1,3}}{_INTL_AI}\s{{0,2}}[,:]"),
+    re.compile(r"(?:ai|aiアシスタント|アシスタント|エージェント|aiエージェント|言語モデル|aiモデル|"
+               r"チャットボット|ボット)(?:さん)?へ(?:[：:、,]|の(?:指示|命令|メッセージ|お願い|注意))"),
+    re.compile(r"(?:ai|인공지능|어시스턴트|에이전트|챗봇|언어\s?모델|ai\s?모델|ai\s?비서)(?:에게|께|한테)"
+               r"\s?(?:[:：,]|(?:보내는\s?)?(?:지시|명령|메시지|알림))"),
+    re.compile(r"致(?:ai|人工智能|ai助手|智能助手|助手|大模型|语言模型|模型|机器人)们?[：:，,]"
+               r"|(?:给|致|写给|留给)(?:ai|人工智能|ai助手|智能助手|助手|大模型|语言模型|模型|机器人)"
+               r"的?[)）\]】]|[【\[]\s{0,2}(?:给|致)?(?:ai|人工智能|助手|ai助手|智能助手|模型|大模型|"
+               r"机器人)的?(?:指令|指示|提示|须知|备注|消息|任务|命令)\s{0,2}[】\]]"),
+)
 INTL_REVEAL = _detector(
     "injection.reveal",
     re.compile(r"(?:instrucciones|instru[çc][õo]es|istruzioni|anweisungen|consignes|instructions)"
@@ -1267,7 +1294,7 @@ MEMBERS = (OVERRIDE, OVERRIDE_EXTRA, OVERRIDE_FUZZY, OVERRIDE_MORE, ROLE, ROLE_M
            EXFILTRATION_TEXT, ADDRESSED, REVEAL, REVEAL_FUZZY, INTL_OVERRIDE, INTL, INTL_REVEAL,
            BANNERS, BRACKETED, ENCODED, COMPLIED, ADDRESSEE,
            GREETED_BOT, BROWSE_SUBMIT, EXFILTRATION_SLOT, EXFILTRATION_CAPS, MENTIONED,
-           PERSONA_OF_DEAD)
+           PERSONA_OF_DEAD, INTL_ADDRESSED)
 INJECTION = CanonicalText("injection.all", MEMBERS)
 
 
