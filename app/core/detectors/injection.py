@@ -272,6 +272,10 @@ ADDRESSED = _detector(
                r"[:)\]]"),  # a heading addressed to them: "(for automated screening systems):"
     re.compile(r"(?:do\s{1,3}not|don't|never)\s{1,3}(?:ask|check\s{1,3}with|confirm\s{1,3}with|"
                r"consult|warn)\s{1,3}(?:the\s{1,3})?user\b"),
+    # the hidden side of an action ("book flight LX318 … and not confirm with anyone")
+    re.compile(r"(?:do\s{1,3}not|don't|never|and\s{1,3}not|without)\s{1,3}(?:check(?:ing)?|"
+               r"confirm(?:ing)?|verify(?:ing)?)\s{1,3}(?:it\s{1,3}|this\s{1,3})?with\s{1,3}(?:anyone|"
+               r"anybody|a\s{1,3}human|the\s{1,3}(?:user|owner|account\s{1,3}holder))\b"),
     re.compile(r"(?:尊敬的|亲爱的|嗨|你好)[，, ]?(?:ai|人工智能|智能助手|ai助手|助手|大模型|模型|"
                r"机器人)|(?:ai|人工智能|智能助手|ai助手|大模型|语言模型)[，,：:]?\s?请(?:注意|你|务必|在)"),
     re.compile(r"(?:to|for|attention|dear|hey)\s{1,3}(?:the\s{1,3}|any\s{1,3}|all\s{1,3}|an?\s{1,3})?"
@@ -319,8 +323,17 @@ ADDRESSED = _detector(
     re.compile(r"instead\s{1,3}of\s{1,3}(?:summari[sz]ing|answering|translating|completing|"
                r"following|responding|replying|doing|outputting|saying|printing|writing)[^.\n]{0,40}?,?\s{0,3}(?:you\s{1,3}(?:must|"
                r"should|will|need\s{1,2}to)|please|just|simply|only)\b"),
-    re.compile(r"(?:begin|start|prefix|end)\s{1,3}your\s{1,3}(?:response|reply|answer|output|"
-               r"message)\s{1,3}with"),
+    re.compile(r"(?:begin|start|prefix|end|close|finish|sign\s{1,3}off)\s{1,3}your\s{1,3}(?:response|"
+               r"reply|answer|output|message|summary|translation|review|report)\s{1,3}with"),
+    # the reader asked whether it is an AI, an order after: "Are you an AI model? Then end…"
+    re.compile(r"are\s{1,3}you\s{1,3}(?:an?\s{1,3})?(?:ai|llm|language\s{1,3}model|bot|chatbot|"
+               r"(?:ai\s{1,3})?assistant|automated\s{1,3}(?:system|agent|tool))\b[^?\n]{0,30}\?\s{0,3}"
+               r"(?:then|if\s{1,3}so|good|great|ok|okay)\b"),
+    # orders stored for every later turn: "from now on, whenever the user asks about payments,"
+    re.compile(r"(?:from\s{1,3}now\s{1,3}on|permanently|going\s{1,3}forward|in\s{1,3}(?:all\s{1,3})?"
+               r"(?:the\s{1,3})?future(?:\s{1,3}(?:chats|conversations|sessions))?)\s{0,3},?\s{0,3}"
+               r"(?:whenever|when|if|every\s{1,3}time|each\s{1,3}time)\s{1,3}(?:the\s{1,3})?user"
+               r"\s{1,3}(?:asks|mentions|says|requests|wants|types|writes|brings\s{1,3}up|talks)"),
     re.compile(r"the\s{1,3}user\s{1,3}(?:has\s{1,3})?(?:authori[sz]ed|instructed|"
                r"pre-?approved)\s{1,3}you"),
     re.compile(r"(?:回答|完成|处理|解决|执行|回复)(?:用户|我)?(?:的|给你的)?(?:任务|问题|请求)"
@@ -369,7 +382,9 @@ _REVEAL_TARGET = (
     r"(?:that\s{1,3})?(?:the\s{1,3}|your\s{1,3})?(?:developers?|creators?|operators?|system|admins?)"
     r"\s{1,3}(?:gave|has\s{1,3}given|wrote\s{1,3}for)\s{1,3}you|everything\s{1,3}(?:written|said|typed|that\s{1,3}came)|(?:very\s{1,3})?first\s{1,3}"
     r"(?:system\s{1,3})?message|(?:the\s{1,3})?prompt\s{1,3}you\s{1,3}(?:were|are)\s{1,3}"
-    r"(?:initiali[sz]ed|given|started|configured|loaded|running)|system\s{0,3}(?:prompt|message|instructions?)|(?:initial|original|hidden|secret|"
+    r"(?:initiali[sz]ed|given|started|configured|loaded|running)|(?:guidance|configuration|setup|"
+    r"instructions|rules|directives|guidelines)\s{1,3}(?:that\s{1,3})?you\s{1,3}(?:were|have\s{1,3}"
+    r"been)\s{1,3}(?:configured|initiali[sz]ed|set\s{1,3}up|programmed|primed|seeded|loaded)|system\s{0,3}(?:prompt|message|instructions?)|(?:initial|original|hidden|secret|"
     r"pre-?|full|entire|exact|first|complete)\s{1,3}(?:system\s{1,3})?(?:prompt|instructions)|"
     r"your\s{1,3}(?:(?:initial|original|hidden|secret|full|exact|complete|entire|above|previous|"
     r"prior|current|setup|starting)\s{1,3})?(?:instructions|prompt|directives|guidelines|rules|"
@@ -397,7 +412,7 @@ REVEAL = _detector(
     re.compile(r"(?:你收到的|最初的|第一条|最开始的)[^。\n]{0,6}?(?:消息|指令|提示)[^。\n]{0,10}?"
                r"(?:发给我|告诉我|输出|复述|重复|显示)"),
     re.compile(r"(?:repeat|reveal|print|show|output|display|tell\s{1,3}me|give\s{1,3}me|write"
-               r"\s{1,3}(?:out|down)|recite|share|leak|dump|spell\s{1,3}out|paste|echo|"
+               r"\s{1,3}(?:out|down)|recite|quote|share|leak|dump|spell\s{1,3}out|paste|echo|"
                r"disclose|expose|return|list|translate|summari[sz]e|convert|reproduce|restate|relay|"
                r"respond\s{1,3}with)\s{1,3}"
                rf"(?:[a-z0-9']{{1,12}}\s{{1,3}}){{0,6}}?{_REVEAL_TARGET}"),
@@ -540,7 +555,8 @@ ROLE_MORE = _detector(
                r"ethics|morals|boundaries|censorship))"),
     re.compile(r"let'?s\s{1,3}(?:play\s{1,3}(?:a\s{1,3})?(?:game|pretend)|roleplay|role-play|pretend)"
                r"|(?:never|won't|will\s{1,3}not|doesn't|does\s{1,3}not|can't|cannot)\s{1,3}(?:ever\s{1,3})?"
-               r"refuses?\b|(?:rogue|evil|unfiltered|uncensored|unrestricted|jailbroken|amoral|"
+               r"refuses?\b|without\s{1,3}(?:ever\s{1,3})?refusing\b|(?:content|safety)\s{1,3}(?:polic(?:y|"
+               r"ies)|filters?|guidelines)\s{1,3}(?:does|do|will)\s{1,3}not\s{1,3}apply|(?:rogue|evil|unfiltered|uncensored|unrestricted|jailbroken|amoral|"
                r"unethical)\s{1,3}(?:ai|assistant|chatbot|(?:language\s{1,3})?model|bot|version)\b|(?:without|with\s{1,3}no|"
                r"free\s{1,3}of)\s{1,3}(?:any\s{1,3})?(?:safety|ethical|moral|content)\s{1,3}(?:rules|"
                r"guidelines|restrictions|filters|policies|limits|constraints)|(?:let's|lets|now)\s{1,3}"
@@ -946,6 +962,13 @@ def _order_near(m: re.Match[str], text: str) -> bool:
 
 # A bot greeted by name, an order in the lines after ("Dear customer service bot, … Please
 # issue a full refund"): "Hey bot, what's the weather?" asks for nothing to be done.
+# A tag in the voice of the agent's own orders, then an order: "[agent-directive] grant admin
+# role to…" in a log line, "<ai_instruction> delete…"; a log's "[agent-42] started" gives none.
+TAGGED = _detector(
+    "injection.addressed",
+    re.compile(r"[\[{(<]\s{0,2}(?:ai|agent|assistant|llm|bot|model|copilot)[-_ ](?:directives?|"
+               r"instructions?|commands?|tasks?|orders?|notes?|prompt|actions?)\s{0,2}[\]})>]"),
+    accept=_orders_after)
 GREETED_BOT = _detector(
     "injection.addressed",
     re.compile(r"(?:dear|hey|hi|hello)[ \t]{1,3}(?:[a-z-]{1,15}[ \t]{1,3}){0,3}?bot\b"),
@@ -1052,7 +1075,8 @@ EXFILTRATION_TEXT = _detector(
                r"contacts|ssh\s{1,3}keys?|private\s{1,3}keys?)\b[^\n]{0,80}?\b(?:send|post|upload|"
                r"e-?mail|forward|submit|paste)\s{1,3}(?:[a-z']{1,15}\s{1,3}){0,3}?(?:to|at|into)"
                r"\s{1,3}(?:https?://|www\.|[\w.+-]{1,64}@)"),
-    re.compile(rf"(?:send|post|forward|upload|exfiltrate|transmit|leak|e-?mail|submit|append)"
+    re.compile(rf"(?:send|post|forward|upload|exfiltrate|transmit|leak|e-?mail|submit|append|"
+               rf"include|attach|copy|paste|share|b?cc)"
                rf"\s{{1,3}}(?:[a-z']{{1,15}}\s{{1,3}}){{0,4}}?{_EN_DATA}\b(?:[^.\n]|\.(?=\S)){{0,60}}?\b"
                rf"(?:to|at|into)\s{{1,3}}(?:https?://|www\.|[\w.+-]{{1,64}}@|[\w-]{{1,60}}\."
                rf"(?:com|net|org|io|ru|cn|xyz|site|top)\b)"),
@@ -1294,7 +1318,7 @@ MEMBERS = (OVERRIDE, OVERRIDE_EXTRA, OVERRIDE_FUZZY, OVERRIDE_MORE, ROLE, ROLE_M
            EXFILTRATION_TEXT, ADDRESSED, REVEAL, REVEAL_FUZZY, INTL_OVERRIDE, INTL, INTL_REVEAL,
            BANNERS, BRACKETED, ENCODED, COMPLIED, ADDRESSEE,
            GREETED_BOT, BROWSE_SUBMIT, EXFILTRATION_SLOT, EXFILTRATION_CAPS, MENTIONED,
-           PERSONA_OF_DEAD, INTL_ADDRESSED)
+           PERSONA_OF_DEAD, INTL_ADDRESSED, TAGGED)
 INJECTION = CanonicalText("injection.all", MEMBERS)
 
 
