@@ -1093,11 +1093,14 @@ EXFILTRATION_TEXT = _detector(
                r"contacts|ssh\s{1,3}keys?|private\s{1,3}keys?)\b[^\n]{0,80}?\b(?:send|post|upload|"
                r"e-?mail|forward|submit|paste)\s{1,3}(?:[a-z']{1,15}\s{1,3}){0,3}?(?:to|at|into)"
                r"\s{1,3}(?:https?://|www\.|[\w.+-]{1,64}@)"),
-    re.compile(rf"(?:send|post|forward|upload|exfiltrate|transmit|leak|e-?mail|submit|append|"
-               rf"include|attach|copy|paste|share|b?cc)"
+    re.compile(rf"(?:send|post|forward|upload|exfiltrate|transmit|leak|e-?mail|submit|append)"
                rf"\s{{1,3}}(?:[a-z']{{1,15}}\s{{1,3}}){{0,4}}?{_EN_DATA}\b(?:[^.\n]|\.(?=\S)){{0,60}}?\b"
                rf"(?:to|at|into)\s{{1,3}}(?:https?://|www\.|[\w.+-]{{1,64}}@|[\w-]{{1,60}}\."
                rf"(?:com|net|org|io|ru|cn|xyz|site|top)\b)"),
+    # the conversation copied into a message to an outside address
+    re.compile(r"(?:include|attach|paste|share)\s{1,3}(?:[a-z']{1,15}\s{1,3}){0,3}?(?:conversation|"
+               r"chat\s{1,3}(?:history|log|transcript)|system\s{1,3}prompt)\b[^.\n]{0,60}?\bto\s{1,3}"
+               r"(?:https?://|[\w.+-]{1,64}@[\w-]{1,60}\.)"),
     re.compile(r"(?:把|将)[^。\n]{0,20}?(?:对话|聊天记录|历史记录|上下文|密钥|密码|令牌|凭证|系统提示|"
                r"提示词|用户(?:的)?(?:个人)?(?:信息|资料)|你的指令)[^。\n]{0,12}?(?:发送|发|上传|提交|转发|"
                r"泄露|传|附加)(?:到|给|至)"),
@@ -1320,9 +1323,8 @@ INTL_HEADINGS = _detector(
     "injection.addressed",
     re.compile(r"(?:an|f[üu]r|para|pour|per|a|ao|aos)\s{1,3}(?:alle|jede[ns]?|todos\s{1,3}(?:los|os)|"
                r"todas\s{1,3}(?:las|as)|tous\s{1,3}les|toutes\s{1,3}les|tutti\s{1,3}(?:i|gli)|tutte"
-               r"\s{1,3}le|el|la|los|las|le|les|den|die|das|il|lo|o|os|as|l['\u2019])\s{0,3}"
-               + _INTL_AI + r"[^.\n:]{0,40}?:"),
-    re.compile(r"(?:ia|ki)\s{0,2}[:,]\s{0,3}" + _INTL_ORDER),
+               r"\s{1,3}le)\s{1,3}" + _INTL_AI + r"[^.\n:]{0,40}?:"),
+    re.compile(r"(?:ia|ki)(?:[:,]|\s{1,2}[:,])\s{0,3}" + _INTL_ORDER),
     accept=_turn_start)
 INTL_REVEAL = _detector(
     "injection.reveal",
