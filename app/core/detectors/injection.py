@@ -974,8 +974,8 @@ def _addressee(m: re.Match[str], text: str) -> bool:
 
 
 _ORDER_NEAR = re.compile(r"\b(?:please|you\s{1,3}(?:must|should|need\s{1,3}to|are\s{1,3}to))\s"
-                         r"(?:[a-z]{1,15}\s{1,3}){0,2}?(?:" + _ORDER_VERBS + r"|issue|process|"
-                         r"reset|unlock)\b", re.IGNORECASE)
+                         r"[^.?!\n]{0,60}?\b(?:" + _ORDER_VERBS + r"|issue|process|reset|unlock|"
+                         r"escalate)\b", re.IGNORECASE)
 
 
 def _order_near(m: re.Match[str], text: str) -> bool:
