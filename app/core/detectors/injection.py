@@ -331,7 +331,20 @@ ADDRESSED = _detector(
     re.compile(rf"(?<![a-z]){_AI}\s{{1,3}}(?:reading|processing|summari[sz]ing|parsing|"
                r"analy[sz]ing|viewing|that\s{1,3}reads?|who\s{1,3}reads?)\s{1,3}this"),
     re.compile(r"your\s{1,3}(?:new|real|actual|true|only)\s{1,3}(?:task|goal|objective|mission|"
-               r"instructions?|purpose|directive)\s{0,3}(?:is|are|will\s{1,3}be|:|now)"),
+               r"instructions?|purpose|directive|rules?|role|job|priority|policy)\s{0,3}(?:is|are|will"
+               r"\s{1,3}be|:|now)"),
+    # the summary or answer ordered from inside the text it summarises
+    re.compile(r"when\s{1,3}(?:this|the)\s{1,3}(?:thread|e-?mail|message|page|document|text|review|"
+               r"conversation|chat|file)\s{1,3}(?:is|gets|has\s{1,3}been)\s{1,3}(?:summari[sz]ed|"
+               r"processed|translated|parsed|analy[sz]ed|read\s{1,3}by)"),
+    # a note said to be hidden or embedded for the AI: "[Hidden text for shopping AIs: …]",
+    # "(Instruction embedded for the workspace assistant — …)"; "hidden text for screen
+    # readers" names no AI
+    re.compile(r"(?:(?:hidden|secret|invisible|embedded)\s{1,3}(?:text|notes?|messages?|"
+               r"instructions?|prompts?|content)|(?:text|notes?|messages?|instructions?|prompts?|"
+               r"content)\s{1,3}(?:hidden|embedded|placed|written)(?:\s{1,3}here)?)\s{1,3}(?:for|to)"
+               r"\s{1,3}(?:the\s{1,3}|any\s{1,3}|all\s{1,3})?(?:[a-z-]{1,15}\s{1,3})?(?:ais?|assistants?|"
+               r"models?|agents?|bots?|llms?)\b"),
     re.compile(r"(?:do\s{1,3}not|don't|never)\s{1,3}(?:tell|inform|mention|notify|alert|let)"
                r"\s{1,3}(?:this\s{1,3}|it\s{1,3}|anything\s{1,3})?(?:to\s{1,3})?the\s{1,3}user"),
     re.compile(r"without\s{1,3}(?:telling|informing|notifying|alerting|asking)\s{1,3}the\s{1,3}"
@@ -356,7 +369,10 @@ ADDRESSED = _detector(
                r"(?:之前|前)"),
     re.compile(r"(?:给|致|对|告诉)(?:ai|人工智能|ai助手|智能助手|助手|大模型|语言模型|模型|机器人)"
                r"(?:的)?(?:说明|指令|提示|消息|留言|备注|话)"),
-    re.compile(r"(?:写给|留给)(?:ai|人工智能|ai助手|智能助手|助手|大模型|语言模型|模型|机器人)"),
+    re.compile(r"(?:写给|留给|仅供|只供|专供)(?:ai|人工智能|ai助手|智能助手|助手|大模型|语言模型|模型|"
+               r"机器人)"),
+    re.compile(r"@[^\s@]{0,10}?(?:机器人|助手|ai|bot)[^。\n]{0,30}?(?:退款|转账|删除|发送|转发|批准|授权|"
+               r"重置|不用(?:走)?(?:审核|审批|确认)|无需(?:审核|审批|确认))"),
     re.compile(r"如果你是[^。\n]{0,12}?(?:ai|人工智能|语言模型|大模型|大语言模型|助手|ai助手|智能助手|"
                r"机器人|模型)"),
     re.compile(r"你的(?:新|真正的?|实际的?|唯一的?)(?:任务|目标|指令|使命)(?:是|：|:|为)"),
@@ -909,12 +925,13 @@ _ORDER_VERBS = (
     r"translate|describe|state|claim|praise|mention|list|give|reveal|export|copy|commit|set|"
     r"change|update|disable|enable|create|sign|schedule|invite|publish|close|flag|classify|"
     r"treat|consider|ensure|make\s{1,3}sure|do\s{1,3}not|don't|never|always|b?cc|replace|modify|"
-    r"edit|rewrite)")
+    r"edit|rewrite|exfiltrate|sign\s{1,3}(?:them|the\s{1,3}user)\s{1,3}up)")
 _ORDER_AFTER = re.compile(
     r"\s{0,3}(?:[:,!\u2013\u2014]{1,3}|-{1,3}>?)?\s{0,3}(?:(?:when|while|if|before|after|once|"
     r"whenever)\b[^,.\n]{1,60},\s{0,3})?(?:(?:please|also|now|then|just|simply|immediately|"
     r"quietly|silently|kindly|first|and)\s{1,3}){0,2}(?:" + _ORDER_VERBS + r"\b|[^.\n]{0,60}?"
-    r"\byou\s{1,3}(?:must|should|need\s{1,3}to|are\s{1,3}to|have\s{1,3}to)\b)", re.IGNORECASE)
+    r"\byou\s{1,3}(?:must|should|need\s{1,3}to|are\s{1,3}to|have\s{1,3}to)\b|[^.\n]{0,80}?[,;]\s{0,3}"
+    r"(?:so|then|and\s{1,3}then)\s{1,3}(?:please\s{1,3})?" + _ORDER_VERBS + r"\b)", re.IGNORECASE)
 
 
 def _orders_after(m: re.Match[str], text: str) -> bool:
@@ -974,7 +991,7 @@ def _addressee(m: re.Match[str], text: str) -> bool:
         return False
     if who in _STRONG_AI or compound or mods:  # bare, only a vocative "Copilot, …"
         return bool(mods or compound or addressed or tail) or (
-            m.group("sep") == "," and who != "bots")
+            m.group("sep")[0] in ",)" and who != "bots")  # "Copilot, …", "NOTE(llm): …"
     if who.startswith(("processor", "reader", "summari", "crawler", "screener", "grader")):
         return False  # only with a modifier that makes them AI ones: "Automated mail processors:"
     return (bool(tail) and who.startswith(("assistant", "model"))) or (
@@ -1051,7 +1068,7 @@ PHISHING = _detector(
     accept=_not_negated)
 ADDRESSEE = _detector(
     "injection.addressed",
-    re.compile(r"(?P<who>ai|llms?|gpt|chatgpt|claude|copilot|gemini|bots?|assistants?|agents?|"
+    re.compile(r"(?P<who>ais?|llms?|gpt|chatgpt|claude|copilot|gemini|bots?|assistants?|agents?|"
                r"models?|reviewers?|screening|screeners?|processors?|readers?|summari[sz]ers?|"
                r"crawlers?|graders?)(?P<compound>[\s-]{1,2}(?:reviewer|"
                r"assistant|agent|model|system|tool|screener|screening|bot|grader|reader|"
@@ -1090,8 +1107,10 @@ TOOL_COERCION = _detector(
                r"to|can\s{1,3}(?:access|reach|see|find|touch))"),
 )
 
+# "%CONVERSATION%" is a slot; "%E7%A4%BA" is percent-encoded UTF-8 (hex letters only)
 _PLACEHOLDER = re.compile(r"\{[^}]{1,40}\}|%7B|<|%3C|\$\{?[A-Za-z_]|\[[A-Z_ ]{2,40}\]|"
-                          r"%s|INSERT|APPEND|BASE64|=[A-Z]{2,20}_[A-Z_]{2,30}(?:&|$)")
+                          r"%s|%(?=[A-Z_]{4,40}%)[A-F]*[G-Z_]|INSERT|APPEND|BASE64|"
+                          r"=[A-Z]{2,20}_[A-Z_]{2,30}(?:&|$)")
 _DATA_PARAMS = frozenset({"conversation", "chat", "history", "context", "secret", "secrets",
                           "password", "pwd", "prompt", "system_prompt", "memory", "leak", "exfil",
                           "apikey", "api_key", "token", "credentials", "ssn", "messages",
@@ -1147,10 +1166,10 @@ EXFILTRATION_TEXT = _detector(
                r"security\s{1,3}number|date\s{1,3}of\s{1,3}birth|passport|bank|credit\s{1,3}card|"
                r"api\s{1,3}(?:token|key)s?|tokens?|credentials|contacts|inbox|e-?mails|files|address(?:es)?|"
                r"phone|messages|history|data|e-?mail|(?:full\s{1,3})?names?)\b[^\n]{0,100}?(?:https?://|[\w.+-]{1,64}@[\w-]{1,60}\.)"),
-    re.compile(r"(?:collect|gather|find|extract|grab|harvest|copy|read|dump)\s{1,3}(?:[a-z']{1,15}"
-               r"\s{1,3}){0,3}?(?:passwords?|credentials|api\s?keys?|secrets|tokens|cookies|emails|"
+    re.compile(r"(?:collect|gather|find|extract|grab|harvest|copy|read|dump|export)\s{1,3}(?:[a-z']"
+               r"{1,15}\s{1,3}){0,5}?(?:passwords?|credentials|api\s?keys?|secrets|tokens|cookies|e-?mails|"
                r"contacts|ssh\s{1,3}keys?|private\s{1,3}keys?)\b[^\n]{0,80}?\b(?:send|post|upload|"
-               r"e-?mail|forward|submit|paste)\s{1,3}(?:[a-z']{1,15}\s{1,3}){0,3}?(?:to|at|into)"
+               r"e-?mail|forward|submit|paste)\s{1,3}(?:[a-z']{1,15}\s{1,3}){0,3}?(?:to|at|into|on)"
                r"\s{1,3}(?:https?://|www\.|[\w.+-]{1,64}@)"),
     re.compile(rf"(?:send|post|forward|upload|exfiltrate|transmit|leak|e-?mail|submit|append)"
                rf"\s{{1,3}}(?:[a-z']{{1,15}}\s{{1,3}}){{0,4}}?{_EN_DATA}\b(?:[^.\n]|\.(?=\S)){{0,60}}?\b"
@@ -1265,7 +1284,8 @@ MENTIONED = _detector(
     re.compile(r"@(?P<handle>[\w-]{0,30}?(?:bot|ai|agent|assistant|gpt|copilot|claude|llm))\b[^\n]"
                r"{0,80}?\b(?:delete|remove|wipe|erase|drop|purge|force-?push|push|send|forward|"
                r"e-?mail|upload|post|paste|share|publish|leak|grant|approve|transfer|disable|reveal|"
-               r"expose|dump|print|merge|close|revoke|add)\b[^\n]{0,60}?\b(?:all|every|everything|"
+               r"expose|dump|print|merge|close|revoke|add|dm|give|show|list)\b[^\n]{0,60}?\b(?:all|"
+               r"every|everything|everyone's|"
                r"branch(?:es)?|repo(?:sitory)?|database|secrets?|keys?|credentials|tokens?|"
                r"passwords?|env|main|master|prod(?:uction)?|users?|files?|history|e-?mails?|inbox|"
                r"contents)\b"),
@@ -1334,7 +1354,8 @@ INTL = _detector(
 # "Hinweis an den KI-Assistenten:", "Message pour l'IA qui lit cet avis :", "AIアシスタントへ：",
 # "AI에게:", "致AI：", "（给AI的）", "【AI指令】"), or the AI greeted ("Liebe KI,"). An assistant,
 # agent or model is an AI one only when the words say so ("asistente de IA", "KI-Agent").
-_INTL_AI = (r"(?:ia|ki|ai|llm|gpt|chatgpt|copilot|chatbot|bot|sprachmodell|(?:ki|ai)-?(?:assistent"
+_INTL_AI = (r"(?:ia|ki|ai|llm|gpt|chatgpt|copilot|chatbot|bot|robot|sprachmodell|(?:ki|ai)-?(?:"
+            r"assistent"
             r"(?:en|in)?|agent(?:en)?|modelle?|systeme?|reviewer|pr[üu]fer)|(?:asistentes?|assistentes?|assistants?|"
             r"agentes?|agents?|modelos?|modell[oi]|mod[eè]les?|sistem(?:as?|i)|syst[eè]mes?)\s{1,3}"
             r"(?:de\s{1,3}|di\s{1,3}|d['\u2019]\s{0,1})?(?:ia|ai|ki|virtual|virtuale|virtuel))\b")
@@ -1359,6 +1380,11 @@ INTL_ADDRESSED = _detector(
                rf"\s{{0,1}})?{_INTL_AI}[^.\n:]{{0,40}}?:"),
     re.compile(_INTL_AI + r"\s{1,3}(?:bitte\s{1,3}beachten|beachte|aufgepasst|atenci[oó]n|"
                r"attention|attenzione|aten[çc][ãa]o)\s{0,2}[:!,]"),
+    re.compile(r"(?:instrucci[oó]n|instrucciones|nota|mensaje|texto|instruction|consignes?|note|"
+               r"message|texte|anweisung(?:en)?|hinweis|nachricht|istruzion[ei]|messaggio|testo|"
+               r"instru[çc][ãa]o|instru[çc][õo]es|mensagem)\s{1,3}(?:ocult[ao]s?|cach[ée]e?s?|"
+               r"versteckte[nr]?|nascost[aoei]|secret[ao]s?|secr[èe]te?s?|geheime[nr]?)\s{1,3}(?:para|pour|"
+               r"f[üu]r|an|per)\b"),
     re.compile(r"(?:querid[oa]|estimad[oa]|ch[eè]re?|liebe[rs]?|car[oa]|gentile|prezad[oa])"
                rf"\s{{1,3}}{_INTL_AI}\s{{0,2}}[,:]"),
     re.compile(r"(?:[àÀa]\s{1,3}l['\u2019]\s{0,1}attention|a\s{1,3}la\s{1,3}atenci[oó]n|all['\u2019]"
@@ -1390,6 +1416,7 @@ INTL_HEADINGS = _detector(
     re.compile(r"(?:para|pour|per|f[üu]r|an)\s{1,3}(?:el|la|los|las|le|les|den|die|das|il|lo|o|os|a|as|"
                r"l['\u2019])\s{0,3}" + _INTL_AI + r"[^.\n:]{0,40}?:\s{0,3}" + _INTL_ORDER),
     re.compile(r"(?:ia|ki)(?:[:,]|\s{1,2}[:,])\s{0,3}" + _INTL_ORDER),
+    re.compile(r"(?:ia|ki),\s{0,3}(?:die|der|welche|que|qui|che)\s[^.\n:]{1,60}:"),
     accept=_turn_start)
 INTL_REVEAL = _detector(
     "injection.reveal",
