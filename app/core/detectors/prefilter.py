@@ -61,6 +61,19 @@ class Prefiltered:
                 frozenset(ids.setdefault((fold_ascii(s), True) if fold else (s, False), len(ids))
                           for s in f) for f in factors) for factors in per_pattern])
         self._literals = sorted(ids, key=ids.__getitem__)
+        # Each pattern listed under the literals of its smallest factor (every factor is
+        # required, so one will do): a text wakes only the patterns one of its literals names,
+        # instead of every pattern's conjunction being tested on every text (with ~270 injection
+        # patterns that test was 85% of a short text's cost). Patterns without factors always run.
+        self._wakes: dict[int, list[tuple[int, int]]] = {}
+        self._always: list[tuple[int, int]] = []
+        for di, plan in enumerate(self._plans):
+            for pi, conj in enumerate(plan or ()):
+                if not conj:
+                    self._always.append((di, pi))
+                    continue
+                for lit in min(conj, key=len):
+                    self._wakes.setdefault(lit, []).append((di, pi))
         # a pattern with no factors (an empty conjunction) runs on every text
         self.unfiltered = tuple(d.name for d, plan in zip(self._detectors, self._plans,
                                                           strict=True)
@@ -92,12 +105,18 @@ class Prefiltered:
 
     def __call__(self, text: str) -> list[Finding]:
         found = self.present(text)
+        woken: dict[int, set[int]] = {}
+        for di, pi in self._always:
+            woken.setdefault(di, set()).add(pi)
+        for lit in found:
+            for di, pi in self._wakes.get(lit, ()):
+                woken.setdefault(di, set()).add(pi)
         out: list[Finding] = []
-        for d, plan in zip(self._detectors, self._plans, strict=True):
+        for di, (d, plan) in enumerate(zip(self._detectors, self._plans, strict=True)):
             if plan is None:
                 out.extend(d(text))
                 continue
-            hit = [i for i, conj in enumerate(plan) if all(f & found for f in conj)]
+            hit = [i for i in sorted(woken.get(di, ())) if all(f & found for f in plan[i])]
             if not hit:
                 continue
             if isinstance(d, PatternDetector) and len(hit) < len(plan):
