@@ -36,7 +36,6 @@ from app.adapters.postgres.knowledge import (
     SEARCH_TEXT_SQL,
     PgKnowledgeStore,
     ann_settings,
-    text_params,
     visible_params,
 )
 from app.adapters.postgres.manifests import INSERT_WITH_AUDIT_SQL
@@ -46,6 +45,7 @@ from app.adapters.postgres.tasks import GET_LATEST_SQL
 from app.adapters.redis.client import open_redis
 from app.adapters.redis.keys import tail_key
 from app.adapters.redis.pins import RedisPinSnapshots
+from app.core import fts
 from app.core.explain import RECORD_VERSION
 from app.core.model import DataLevel
 from app.ports import KnowledgeQuery, MemoryQuery
@@ -108,13 +108,13 @@ async def _floor_turn(db: Database, knowledge: PgKnowledgeStore, memories: PgMem
     async def vector() -> None:  # the adapter itself: its exact-or-HNSW choice is the query
         await knowledge.search_vector(query=kq)
 
-    q = text_params(t.query)
+    q = fts.tsquery(t.query)
 
     async def fulltext() -> None:
         if q is not None:
             async with db.read_tx(t.tenant_id) as conn:
-                await conn.fetch(_FTS, {**vis, **q, "k": K, "spaces": None, "legacy": None,
-                                        "embedding": t.embedding})
+                await conn.fetch(_FTS, {**vis, "tsquery": q, "k": K, "spaces": None,
+                                        "legacy": None, "embedding": t.embedding})
 
     async def memory() -> None:
         await memories.recall(query=MemoryQuery(

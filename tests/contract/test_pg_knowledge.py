@@ -218,17 +218,6 @@ async def test_lexical_ranking_prefers_more_terms_within_its_bounded_pool(
     assert [h.doc_id for h in hits] == ["exact", "crowd", "crowd"]
 
 
-async def test_a_rare_term_outranks_common_ones(db: Database, tenant: str) -> None:
-    """Full text ranks by rarity (``rarity_ranked``): a chunk holding the one rare query term
-    outranks chunks holding two common ones, which ts_rank's counting ranked first."""
-    store = PgKnowledgeStore(db, tokenizer="o200k_base", detectors="fp1")
-    common = [f"keeping healthy services {i}" for i in range(30)]
-    await store.upsert(tenant_id=tenant, document=doc("common", common))
-    await store.upsert(tenant_id=tenant, document=doc("rare", ["the stork pager rota"]))
-    hits = await store.search_text(query=query(tenant, text="keeping stork healthy", k=2))
-    assert [h.doc_id for h in hits] == ["rare", "common"]
-
-
 async def test_a_text_hit_carries_its_cosine(db: Database, tenant: str) -> None:
     """A full-text hit is judged by meaning too: it carries the cosine to the query vector
     (none without one)."""

@@ -7,10 +7,9 @@
   tenant's document is as absent as a missing one.
 * ``ranks``: where a source's chunks would rank now among what the query may read
   (``knowledge.VISIBLE``, the same filter the turn's search applied): ``1 +`` the readable
-  chunks nearer the query vector (cosine distance, the embedding space's rows only; an exact
-  count over the readable rows: an ops question, not the turn's path), and ``1 +`` the
-  readable full-text matches scoring above it (the search's own measure and bounded pool,
-  ``knowledge.rarity_ranked``).
+  chunks nearer the query vector (cosine distance, the embedding space's rows only), and
+  ``1 +`` the readable full-text matches scoring above it (the search's own ``ts_rank``
+  measure). Exact counts over the readable rows: an ops question, not the turn's path.
 * ``visible``: whether a turn's transcript search may read one session, asked of the search's
   own ``sessions.VISIBLE_SQL`` (the only definition of session visibility).
 * ``withheld``: the tenant's ``k`` best chunks per ranker with the permission filter left out
@@ -23,15 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from app.adapters.postgres.db import Database, Row, Sql
-from app.adapters.postgres.knowledge import (
-    IN_SPACE,
-    VISIBLE,
-    ann_settings,
-    rarity_ranked,
-    text_params,
-    visible_params,
-)
+from app.adapters.postgres.knowledge import IN_SPACE, VISIBLE, ann_settings, visible_params
 from app.adapters.postgres.sessions import VISIBLE_SQL
+from app.core import fts
 from app.core.embedding_space import EmbeddingSpace
 from app.core.model import Acl, DataLevel, KnowledgeHit, Trust, Visibility
 from app.core.refs import chunk_ref
@@ -73,29 +66,31 @@ SELECT 1 + (SELECT count(*) FROM knowledge_chunks c WHERE {VISIBLE}{IN_SPACE}
             AND c.embedding <=> CAST(:embedding AS vector) < t.distance) AS rank
 FROM target t ORDER BY rank LIMIT 1
 """  # noqa: S608 - constant fragments, values are bound
-# The target's score is the search's own (``rarity_ranked``): the weights of the terms it
-# holds, as the readable pool weighs them, so a withheld chunk is ranked on the same scale.
+_SCORE = "greatest(ts_rank(c.tsv, q.query), ts_rank(c.tsv_en, q.en))"
+_MATCH = "(c.tsv @@ q.query OR c.tsv_en @@ q.en)"
+_QUERY = "(SELECT to_tsquery('simple', :tsquery) AS query, to_tsquery('english', :tsquery) AS en)"
 TEXT_RANK_SQL = f"""
-WITH {rarity_ranked(VISIBLE)},
-target AS (
-    SELECT sum(w.idf) AS score FROM knowledge_chunks c
-    JOIN terms t ON c.tsv @@ t.s OR c.tsv_en @@ t.e JOIN weight w ON w.i = t.i
-    WHERE {_SOURCE} GROUP BY c.id
-)
-SELECT 1 + (SELECT count(*) FROM scored s WHERE s.score > t.score) AS rank
+WITH q AS MATERIALIZED {_QUERY},
+target AS (SELECT {_SCORE} AS score FROM knowledge_chunks c, q WHERE {_SOURCE} AND {_MATCH})
+SELECT 1 + (SELECT count(*) FROM knowledge_chunks c, q WHERE {VISIBLE} AND {_MATCH}
+            AND {_SCORE} > t.score) AS rank
 FROM target t ORDER BY rank LIMIT 1
 """  # noqa: S608 - constant fragments, values are bound
 # The filter-free top k of each ranker: the tenant's current chunks only. The text pool is
 # bounded as the search's is (FTS_RANK_MAX matches ranked, not the tenant's every match).
 _TENANT = "c.tenant_id = :tenant_id AND c.is_current"
 WITHHELD_SQL = f"""
-WITH {rarity_ranked(_TENANT)},
+WITH q AS MATERIALIZED {_QUERY},
 near AS (
     SELECT c.id FROM knowledge_chunks c WHERE {_TENANT}{IN_SPACE}
         AND CAST(:embedding AS vector) IS NOT NULL
     ORDER BY c.embedding <=> CAST(:embedding AS vector) LIMIT :k
 ),
-best AS (SELECT id FROM scored ORDER BY score DESC, id LIMIT :k)
+pool AS MATERIALIZED (
+    SELECT c.id, {_SCORE} AS score FROM knowledge_chunks c, q
+    WHERE {_TENANT} AND CAST(:tsquery AS text) IS NOT NULL AND {_MATCH} LIMIT 1000
+),
+best AS (SELECT id FROM pool ORDER BY score DESC, id LIMIT :k)
 SELECT {_LABELS} FROM knowledge_chunks c
 WHERE c.id IN (SELECT id FROM near UNION SELECT id FROM best)
     AND NOT coalesce(({VISIBLE}), false)
@@ -161,7 +156,7 @@ class PgExplainReader:
 
     async def ranks(self, *, query: KnowledgeQuery, source: SourceKey) -> dict[str, int]:
         params = {**visible_params(query), **_source(query.tenant_id, source)}
-        text = text_params(query.text)
+        tsquery = fts.tsquery(query.text)
         out: dict[str, int] = {}
         async with self._db.read_tx(query.tenant_id) as conn:
             if query.embedding is not None:
@@ -169,18 +164,17 @@ class PgExplainReader:
                     **params, **self._space, "embedding": list(query.embedding)})
                 if rank is not None:
                     out["vector"] = int(rank)
-            if text is not None:
-                rank = await conn.fetchval(_S["text"], {**params, **text})
+            if tsquery is not None:
+                rank = await conn.fetchval(_S["text"], {**params, "tsquery": tsquery})
                 if rank is not None:
                     out["fts"] = int(rank)
         return out
 
     async def withheld(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
-        text = text_params(query.text)
-        if query.k <= 0 or (query.embedding is None and text is None):
+        tsquery = fts.tsquery(query.text)
+        if query.k <= 0 or (query.embedding is None and tsquery is None):
             return []
-        params = {**visible_params(query), **self._space,
-                  **(text or {"terms": [], "tsquery": None}),
+        params = {**visible_params(query), **self._space, "tsquery": tsquery,
                   "embedding": None if query.embedding is None else list(query.embedding),
                   "k": min(query.k, POOL_MAX)}
         async with self._db.read_tx(query.tenant_id, ann_settings(query.k)) as conn:

@@ -29,10 +29,10 @@ is remembered as large for ``LARGE_TTL_S`` and HNSW runs instead, with
 ``hnsw.iterative_scan = relaxed_order`` (re-sorted afterwards); if that still returns fewer
 than ``k`` rows the uncapped exact scan runs; a vector hit carries its cosine similarity
 (``1 - distance``), what the relevance floor judges. Full-text search ranks a bounded pool of
-matches by the rarity of the query terms each holds (``rarity_ranked``), the query being the
-OR of the lexemes from ``app.core.fts`` matched two ways: exactly (``tsv``, ``simple``: CJK
-bigrams, identifiers) or stemmed (``tsv_en``, ``english``: "researching" finds "research");
-a full-text hit carries its cosine similarity too, when the query has a vector. ``k`` is
+matches by ``ts_rank``, the query being the OR of the lexemes from ``app.core.fts`` matched
+two ways: exactly (``tsv``, ``simple``: CJK bigrams, identifiers) or stemmed (``tsv_en``,
+``english``: "researching" finds "research"); a chunk scores the better of the two, and
+carries its cosine similarity too when the query has a vector. ``k`` is
 the turn's depth (``app.core.retrieval``), at most ``POOL_MAX`` rows per ranker.
 """
 
@@ -119,66 +119,33 @@ SELECT * FROM nearest ORDER BY distance
 """  # noqa: S608 - constant fragments, values are bound
 # Ranking is the cost of a lexical search, and a broad OR query matches a share of the
 # tenant, so ranking every match grew with the corpus (28 ms at 5k chunks, ~10x at 50k).
-# Ranked instead: the first FTS_RANK_MAX matches. Bounded whatever the corpus; a tenant with
-# more matches than that has an arbitrary pool, and the vector leg carries recall there. The
-# pool carries ids and scores only, and the k best rows are read afterwards: ~20 % less than
-# ranking whole rows. The query is parsed once, as a row of its own (as memories and
-# transcripts do): written inline, a generic plan (which PostgreSQL picks for this statement
-# once a few tenants' custom plans cost more) parsed it again for every row it matched and
-# ranked, 14 ms instead of 5 for a 5k-chunk tenant. An all-terms pre-pass was tried: with no
-# full match it filtered the tenant's every row (~45 ms at 50k chunks), because the planner
-# will not use GIN for an AND of frequent terms.
+# Ranked instead: the first FTS_RANK_MAX matches, by ts_rank (term frequency: chunks holding
+# more of the terms first; a third of ts_rank_cd's cost, which reads positions). Bounded at
+# ~5 ms whatever the corpus; a tenant with more matches than that has an arbitrary pool, and
+# the vector leg carries recall there. The pool carries ids and scores only, and the k best
+# rows are read afterwards: ~20 % less than ranking whole rows. The query is parsed once, as
+# a row of its own (as memories and transcripts do): written inline, a generic plan (which
+# PostgreSQL picks for this statement once a few tenants' custom plans cost more) parsed it
+# again for every row it matched and ranked, 14 ms instead of 5 for a 5k-chunk tenant. An
+# all-terms pre-pass was tried: with no full match it filtered the tenant's every row (~45 ms
+# at 50k chunks), because the planner will not use GIN for an AND of frequent terms.
 FTS_RANK_MAX = 1000
-
-
-def rarity_ranked(where: str) -> str:
-    """CTEs ranking the chunks ``where`` admits by the rarity of the query terms they hold
-    (``:terms``, ``app.core.fts.query_terms``; ``:tsquery``, their OR): ``terms`` (each
-    term's two tsqueries, ``i`` its position), ``pool`` (the first ``FTS_RANK_MAX`` matches),
-    ``held`` (which terms each pooled chunk holds), ``weight`` (a term's inverse document
-    frequency over the pool, BM25's ``ln(1 + (N - df + 0.5) / (df + 0.5))``) and
-    ``scored(id, score)``: the sum of the weights of the terms a chunk holds.
-
-    Why rarity: ``ts_rank`` counts occurrences and weighs every term alike, so a chunk
-    holding "keeping" (in 386 of 639 chunks) outranked one holding "stork" (in 26), and a
-    paraphrased question's evidence fell out of the pool (docs/benchmarks.md, session 8). A
-    term the pool lacks weighs nothing; one in every pooled chunk nearly nothing.
-    Term frequency and length are left out: chunks are bounded in length, and the
-    dense leg orders near-equal lexical hits."""
-    return f"""
-terms AS MATERIALIZED (
-    SELECT u.i, to_tsquery('simple', u.t) AS s, to_tsquery('english', u.t) AS e
-    FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS u(t, i)
-), pool AS MATERIALIZED (
-    SELECT c.id, c.tsv, c.tsv_en
+# Two tsvectors of one normalized text: the english one stems (its stop words are dropped from
+# the query by app.core.fts before it gets here); the planner ORs their GIN bitmaps. A hit
+# found by words carries its cosine too (``distance``; NULL without a query vector or for a
+# row of another embedding space): the relevance guard then judges it by meaning as well,
+# not as a hit whose meaning is unknown (docs/architecture.md). Ranked by ts_rank, not by
+# the terms' rarity: a rarity pool (which terms each of up to FTS_RANK_MAX matches holds)
+# cost a detoast of both tsvectors per term and row, +30 ms per turn on the bench's large
+# corpus (docs/benchmarks.md, session 8); the guard weighs rarity among the candidates.
+SEARCH_TEXT_SQL = f"""
+WITH pool AS MATERIALIZED (
+    SELECT c.id, greatest(ts_rank(c.tsv, q.query), ts_rank(c.tsv_en, e.en)) AS score
     FROM knowledge_chunks c,
          to_tsquery('simple', :tsquery) AS q(query), to_tsquery('english', :tsquery) AS e(en)
-    WHERE {where} AND (c.tsv @@ q.query OR c.tsv_en @@ e.en)
+    WHERE {VISIBLE} AND (c.tsv @@ q.query OR c.tsv_en @@ e.en)
     LIMIT {FTS_RANK_MAX}
-), held AS MATERIALIZED (
-    SELECT p.id, t.i FROM pool p JOIN terms t ON p.tsv @@ t.s OR p.tsv_en @@ t.e
-), weight AS (
-    SELECT h.i, ln(1 + ((SELECT count(*) FROM pool) - count(*) + 0.5) / (count(*) + 0.5))
-        AS idf
-    FROM held h GROUP BY h.i
-), scored AS (
-    SELECT h.id, sum(w.idf) AS score FROM held h JOIN weight w ON w.i = h.i GROUP BY h.id
-)"""  # noqa: S608 - constant fragments, values are bound
-
-
-def text_params(text: str) -> dict[str, Any] | None:
-    """The bind parameters ``rarity_ranked`` reads for a query text, or None when the text
-    has no term to search for."""
-    terms = fts.query_terms(text)
-    return {"terms": terms, "tsquery": " | ".join(terms)} if terms else None
-
-
-# A hit found by words carries its cosine too (``distance``; NULL without a query vector or
-# for a row of another embedding space): the relevance guard then judges it by meaning as
-# well, not as a hit whose meaning is unknown (docs/architecture.md).
-SEARCH_TEXT_SQL = f"""
-WITH {rarity_ranked(VISIBLE)},
-best AS (SELECT id, score FROM scored ORDER BY score DESC, id LIMIT :k)
+), best AS (SELECT id, score FROM pool ORDER BY score DESC, id LIMIT :k)
 SELECT {_HIT}, b.score,
     CASE WHEN CAST(:embedding AS vector) IS NOT NULL{IN_SPACE}
          THEN c.embedding <=> CAST(:embedding AS vector) END AS distance
@@ -444,10 +411,11 @@ class PgKnowledgeStore:
         return rows
 
     async def search_text(self, *, query: KnowledgeQuery) -> list[KnowledgeHit]:
-        text = text_params(query.text)
-        if text is None or query.k <= 0:
+        tsquery = fts.tsquery(query.text)
+        if tsquery is None or query.k <= 0:
             return []
-        params = {**visible_params(query), **self._space, **text, "k": min(query.k, POOL_MAX),
+        params = {**visible_params(query), **self._space, "tsquery": tsquery,
+                  "k": min(query.k, POOL_MAX),
                   "embedding": None if query.embedding is None else list(query.embedding)}
         async with self._db.read_tx(query.tenant_id) as conn:
             rows = await conn.fetch(_S["fts"], params)
