@@ -43,7 +43,9 @@ async def test_vector_hits_carry_their_cosine_similarity(db: Database, tenant: s
     hits = await store.search_vector(query=query(tenant, embedding=unit(0)))
     assert hits[0].similarity == pytest.approx(1.0, abs=1e-5)  # chunk 0 is unit(0) itself
     assert hits[1].similarity is not None and hits[1].similarity < 0.5
-    assert all(h.similarity is None for h in await store.search_text(query=query(tenant)))
+    # a full-text hit carries its cosine too (test_pg_knowledge), none without a vector
+    assert all(h.similarity is None for h in await store.search_text(
+        query=query(tenant, embedding=None)))
 
 
 async def test_a_ranker_returns_at_most_the_pool(db: Database, tenant: str) -> None:

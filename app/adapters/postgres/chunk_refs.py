@@ -19,7 +19,7 @@ from app.core.refs import parse_ref
 from app.ports import KnowledgeQuery
 
 READ_SQL = Sql(f"""
-SELECT {_HIT}
+SELECT {_HIT}, NULL AS distance  -- read back by ref, not by the query: no cosine
 FROM unnest(CAST(:docs AS text[]), CAST(:versions AS text[]), CAST(:nos AS integer[]))
      AS want(doc_id, version, chunk_no)
 JOIN knowledge_chunks c ON c.tenant_id = :tenant_id AND c.doc_id = want.doc_id
