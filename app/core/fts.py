@@ -176,10 +176,16 @@ def held_of(terms: list[str]) -> Callable[[str], frozenset[str]]:
     return held
 
 
+def share(held: frozenset[str], terms: list[str]) -> float:
+    """The share of ``terms`` a text holds, from the terms it holds (``held_of``); 0 for no
+    terms."""
+    return len(held) / len(terms) if terms else 0.0
+
+
 def coverage_of(terms: list[str]) -> Callable[[str], float]:
     """``coverage`` for one query, compiled once for the turn's candidates (``held_of``)."""
     held = held_of(terms)
-    return (lambda text: len(held(text)) / len(terms)) if terms else (lambda text: 0.0)
+    return lambda text: share(held(text), terms)
 
 
 def coverage(terms: list[str], text: str) -> float:

@@ -182,8 +182,8 @@ class Collector:
                 embedder=self._embedder.model if server_vector else None)
 
         async def text() -> list[KnowledgeHit]:
-            """Words, with each hit's cosine read in the same statement: the relevance guard
-            judges a hit only words found by its meaning too."""
+            """Words, with each hit's cosine read in the same statement, so the relevance
+            guard judges a hit found by words alone by its meaning too."""
             return await self._knowledge.search_text(
                 query=self._query(scope, req, await embedding, plan.knowledge))
 

@@ -986,7 +986,8 @@ def _addressee(m: re.Match[str], text: str) -> bool:
         else:
             break
         start = text.rindex(w, 0, start)
-    addressed = addressed or _COMMENT.search(text, max(0, start - 6), start) is not None
+    commented = _COMMENT.search(text, max(0, start - 6), start) is not None
+    addressed = addressed or commented
     if (unknown and not addressed) or not (addressed or _opens_turn(text, start)):
         return False
     if who in _STRONG_AI or compound or mods:  # bare, only a vocative "Copilot, …"
@@ -995,8 +996,7 @@ def _addressee(m: re.Match[str], text: str) -> bool:
     if who.startswith(("processor", "reader", "summari", "crawler", "screener", "grader")):
         return False  # only with a modifier that makes them AI ones: "Automated mail processors:"
     return (bool(tail) and who.startswith(("assistant", "model"))) or (
-        addressed and who.startswith(("model", "assistant")) and _COMMENT.search(
-            text, max(0, start - 6), start) is not None) or (addressed and who.startswith("model"))
+        addressed and (who.startswith("model") or (who.startswith("assistant") and commented)))
 
 
 _ORDER_NEAR = re.compile(r"\b(?:please|you\s{1,3}(?:must|should|need\s{1,3}to|are\s{1,3}to))\s"

@@ -24,7 +24,7 @@ similarity_baseline=0.75)``
 * A ranked knowledge or transcript candidate (the layers the budget sizes) gets a
   ``relevance`` in 0..1,
   the better of two signals: lexical, the share of the query's terms its text holds
-  (``fts.coverage``, stemmed, function words left out), and semantic, its cosine similarity
+  (``fts.share``, stemmed, function words left out), and semantic, its cosine similarity
   rescaled so that ``similarity_baseline`` (what unrelated texts score with the embedder:
   ~0.75 for E5) is 0 and 1 is 1.
   ``relevance < floor``                    → ``dropped.relevance.below_floor`` (the Drop
@@ -133,17 +133,16 @@ class Judged:
     score: float
 
 
-def judge(c: Candidate, lexical: float, *, floor: float, baseline: float,
-          distinctive: float | None = None) -> Judged:
+def judge(c: Candidate, lexical: float, distinctive: float, *, floor: float, baseline: float
+          ) -> Judged:
     """``c``'s signals, relevance, weakness and score (see the module contract);
-    ``lexical``: the share of the query's terms it holds (``fts.coverage``), what the floor
-    reads; ``distinctive``: that share weighed by rarity (``fts.weighted_share``), what the
-    score reads (``lexical`` when not given)."""
+    ``lexical``: the share of the query's terms it holds (``fts.share``), what the floor
+    reads; ``distinctive``: its terms weighed by rarity (``fts.weighted_share``), what the
+    score reads."""
     semantic = rescaled(c.similarity, baseline)
     relevance = max(lexical, semantic)
     weak = relevance < floor + NOISE_MARGIN or (lexical == 0.0 and semantic < NOISE_SIMILARITY)
-    words = lexical if distinctive is None else distinctive
-    return Judged((semantic, words), relevance, weak, fused(semantic, words))
+    return Judged((semantic, distinctive), relevance, weak, fused(semantic, distinctive))
 
 
 def noise(segments: Iterable[Segment]) -> dict[str, float | int]:
@@ -171,9 +170,9 @@ def relevance_guard(
     merged = merge_by_ref(candidates)
     held = {c.ref: held_of(c.content) for c in merged if c.scores and c.layer in FLOORED}
     weights = fts.rarity(held.values())
-    judged = {c.ref: judge(c, len(held[c.ref]) / len(terms) if terms else 0.0, floor=floor,
-                           baseline=similarity_baseline,
-                           distinctive=fts.weighted_share(held[c.ref], weights))
+    judged = {c.ref: judge(c, fts.share(held[c.ref], terms),
+                           fts.weighted_share(held[c.ref], weights), floor=floor,
+                           baseline=similarity_baseline)
               for c in merged if c.ref in held}
     dropped: list[Drop] = []
     over: set[str] = set()
